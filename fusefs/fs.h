@@ -1,0 +1,95 @@
+/*
+ * The filesystem state shared by all op handlers.
+ *
+ * Lock order: fs->ino_lock is a leaf lock; nothing else is taken while it is held.
+ */
+#pragma once
+#include <fuse_lowlevel.h>
+#include <glib.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "options.h"
+
+struct file_handle;
+
+/*
+ * One lower file or directory, keyed by (dev, ino). Its address is the FUSE
+ * inode number (the root is FUSE_ROOT_ID). Alive while the kernel holds lookups
+ * or anyone holds a reference (open files, queued writes).
+ */
+struct sm_inode {
+	dev_t dev; /* immutable */
+	ino_t ino; /* immutable */
+	mode_t type; /* S_IFMT bits, immutable */
+	struct file_handle *handle; /* immutable; NULL: fd is pinned, never evicted */
+
+	uint64_t nlookup; /* under fs->ino_lock */
+	unsigned refs;	  /* under fs->ino_lock */
+	int fd;		  /* O_PATH; -1 while evicted. under fs->ino_lock */
+	unsigned fd_users; /* callers between inode_fd_get/put; under fs->ino_lock */
+	GList lru;	  /* link in fs->fd_lru while fd >= 0 && handle; under ino_lock */
+};
+
+/* An open file: fuse_file_info->fh points here. */
+struct sm_fh {
+	struct sm_inode *inode; /* holds one inode reference */
+	int fd;			/* opened lower fd */
+	int flags;		/* open flags as the caller gave them */
+};
+
+struct sm_dirh {
+	DIR *dp;
+	off_t offset;
+	struct dirent *entry; /* read ahead but not yet returned */
+};
+
+struct slowmedia {
+	struct sm_options opts;
+	int root_fd;	 /* O_PATH of the lower root, opened before mounting */
+	dev_t root_dev;
+	struct sm_inode root;
+	bool creds_switch; /* daemon is root: create files as the caller */
+	double timeout;	   /* entry/attr cache seconds */
+
+	pthread_mutex_t ino_lock;
+	GHashTable *inodes; /* (dev, ino) -> sm_inode; under ino_lock */
+	GQueue fd_lru;	    /* evictable inodes with an open fd, MRU first; ino_lock */
+	unsigned nfds;	    /* open O_PATH fds of evictable inodes; under ino_lock */
+	unsigned fd_cache_max; /* immutable */
+};
+
+static inline struct slowmedia *fs_from_req(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* inode.c */
+int inode_table_init(struct slowmedia *fs, int root_fd);
+void inode_table_destroy(struct slowmedia *fs);
+struct sm_inode *inode_from_ino(struct slowmedia *fs, fuse_ino_t ino);
+/* Look up (or add) the inode for an O_PATH fd already opened on it; takes fd over. */
+int inode_find_or_add(struct slowmedia *fs, int fd, const struct stat *st,
+		      struct sm_inode **out);
+void inode_forget(struct slowmedia *fs, struct sm_inode *inode, uint64_t n);
+void inode_ref(struct slowmedia *fs, struct sm_inode *inode);
+void inode_unref(struct slowmedia *fs, struct sm_inode *inode);
+/* An O_PATH fd of the inode, valid until inode_fd_put; -errno when it cannot be reached. */
+int inode_fd_get(struct slowmedia *fs, struct sm_inode *inode);
+void inode_fd_put(struct slowmedia *fs, struct sm_inode *inode);
+
+/* creds.c: create files as the requesting user when the daemon runs as root. */
+struct sm_creds {
+	bool switched;
+};
+int creds_enter(fuse_req_t req, struct sm_creds *saved);
+void creds_leave(struct sm_creds *saved);
+
+/* ops_entry.c helpers shared with ops_dir.c and ops_file.c */
+int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name,
+		 struct fuse_entry_param *e);
+int check_name(const char *name);
+
+extern const struct fuse_lowlevel_ops sm_ops;

@@ -1,0 +1,129 @@
+/* slowmedia SOURCE MOUNTPOINT [-o opts]: the daemon. */
+#include "fs.h"
+#include "log.h"
+#include "ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define ENTRY_TIMEOUT_S 1.0
+#define MAX_IDLE_THREADS 16
+#define MAX_THREADS_LIMIT 100000 /* libfuse's own bound; larger means "not given" */
+
+int lower_open(const struct sm_options *o);
+
+static void raise_nofile_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int report_errors(const char *prog, GPtrArray *errors)
+{
+	for (guint i = 0; i < errors->len; i++)
+		fprintf(stderr, "%s: %s\n", prog, (char *)errors->pdata[i]);
+	if (errors->len)
+		fprintf(stderr, "%s: %u problem%s with the options; nothing mounted\n", prog,
+			errors->len, errors->len == 1 ? "" : "s");
+	return errors->len ? 1 : 0;
+}
+
+static int serve(struct slowmedia *fs, struct fuse_args *args,
+		 struct fuse_cmdline_opts *cmd)
+{
+	struct fuse_session *se;
+	struct fuse_loop_config *loop;
+	int r = 1;
+
+	se = fuse_session_new(args, &sm_ops, sizeof(sm_ops), fs);
+	if (!se)
+		return 1;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_destroy;
+	if (fuse_session_mount(se, cmd->mountpoint) != 0)
+		goto out_handlers;
+	if (fuse_daemonize(cmd->foreground) != 0)
+		goto out_unmount;
+	if (!cmd->foreground)
+		sm_log_to_syslog();
+	if (cmd->singlethread) {
+		r = fuse_session_loop(se);
+	} else {
+		loop = fuse_loop_cfg_create();
+		fuse_loop_cfg_set_clone_fd(loop, cmd->clone_fd);
+		if (cmd->max_threads > 0 && cmd->max_threads <= MAX_THREADS_LIMIT)
+			fuse_loop_cfg_set_max_threads(loop, cmd->max_threads);
+		fuse_loop_cfg_set_idle_threads(loop, cmd->max_idle_threads);
+		r = fuse_session_loop_mt(se, loop);
+		fuse_loop_cfg_destroy(loop);
+	}
+	r = r < 0 ? 1 : 0; /* a signal ends the loop with 0 or the signal number */
+out_unmount:
+	fuse_session_unmount(se);
+out_handlers:
+	fuse_remove_signal_handlers(se);
+out_destroy:
+	fuse_session_destroy(se);
+	return r;
+}
+
+int main(int argc, char *argv[])
+{
+	const char *prog = "slowmedia";
+	struct slowmedia fs = {.root_fd = -1, .timeout = ENTRY_TIMEOUT_S};
+	struct fuse_args args;
+	struct fuse_cmdline_opts cmd = {0};
+	g_autoptr(GPtrArray) errors = g_ptr_array_new_with_free_func(g_free);
+	int fd, r = 1;
+
+	if (sm_options_parse(argc, argv, &fs.opts, &args, errors) < 0)
+		return 1;
+	if (fuse_parse_cmdline(&args, &cmd) != 0)
+		goto out_opts;
+	if (fs.opts.show_help) {
+		sm_options_print_help(prog);
+		fuse_cmdline_help();
+		fuse_lowlevel_help();
+		r = 0;
+		goto out_opts;
+	}
+	if (fs.opts.show_version) {
+		printf("slowmedia version %s\n", SLOWMEDIA_VERSION);
+		fuse_lowlevel_version();
+		r = 0;
+		goto out_opts;
+	}
+	sm_log_init(prog, cmd.debug);
+	sm_options_check_paths(&fs.opts, errors);
+	if (report_errors(prog, errors))
+		goto out_opts;
+
+	raise_nofile_limit();
+	fd = lower_open(&fs.opts);
+	if (fd < 0) {
+		fprintf(stderr, "%s: cannot open %s: %s\n", prog, fs.opts.source,
+			g_strerror(-fd));
+		goto out_opts;
+	}
+	if (inode_table_init(&fs, fd) < 0) {
+		close(fd);
+		goto out_opts;
+	}
+	fs.creds_switch = geteuid() == 0;
+	cmd.max_idle_threads = cmd.max_idle_threads ? cmd.max_idle_threads : MAX_IDLE_THREADS;
+	r = serve(&fs, &args, &cmd);
+	inode_table_destroy(&fs);
+	close(fd);
+out_opts:
+	free(cmd.mountpoint);
+	fuse_opt_free_args(&args);
+	sm_options_free(&fs.opts);
+	return r;
+}

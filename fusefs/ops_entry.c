@@ -1,0 +1,216 @@
+/* Entry and attribute ops: lookup, forget, getattr, setattr, statfs, readlink. */
+#include "fs.h"
+#include "ops.h"
+#include "log.h"
+#include "sys.h"
+
+#include <limits.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+int check_name(const char *name)
+{
+	/* The kernel only stops names over 1024 bytes; the lower rule is NAME_MAX. */
+	return strlen(name) > NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name,
+		 struct fuse_entry_param *e)
+{
+	struct sm_inode *inode;
+	int pfd, fd, r;
+
+	memset(e, 0, sizeof(*e));
+	r = check_name(name);
+	if (r < 0)
+		return r;
+	pfd = inode_fd_get(fs, parent);
+	if (pfd < 0)
+		return pfd;
+	fd = neg_errno(openat(pfd, name, O_PATH | O_NOFOLLOW));
+	inode_fd_put(fs, parent);
+	if (fd < 0)
+		return fd;
+	r = neg_errno(fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	inode_find_or_add(fs, fd, &e->attr, &inode);
+	e->ino = (uintptr_t)inode;
+	e->attr_timeout = fs->timeout;
+	e->entry_timeout = fs->timeout;
+	return 0;
+}
+
+void sm_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct slowmedia *fs = fs_from_req(req);
+	struct fuse_entry_param e;
+	int r = entry_lookup(fs, inode_from_ino(fs, parent), name, &e);
+
+	if (r == -ENOENT) {
+		/* A negative entry: cached by the kernel for the entry timeout. */
+		e.ino = 0;
+		e.entry_timeout = fs->timeout;
+		fuse_reply_entry(req, &e);
+	} else if (r < 0) {
+		fuse_reply_err(req, -r);
+	} else {
+		fuse_reply_entry(req, &e);
+	}
+}
+
+void sm_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct slowmedia *fs = fs_from_req(req);
+
+	inode_forget(fs, inode_from_ino(fs, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+void sm_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+	struct slowmedia *fs = fs_from_req(req);
+
+	for (size_t i = 0; i < count; i++)
+		inode_forget(fs, inode_from_ino(fs, f[i].ino), f[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static int inode_stat(struct slowmedia *fs, struct sm_inode *inode, struct stat *st)
+{
+	int fd = inode_fd_get(fs, inode);
+	int r;
+
+	if (fd < 0)
+		return fd;
+	r = neg_errno(fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	inode_fd_put(fs, inode);
+	return r;
+}
+
+void sm_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct slowmedia *fs = fs_from_req(req);
+	struct stat st;
+	int r;
+
+	if (fi && fi->fh)
+		r = neg_errno(fstat(((struct sm_fh *)(uintptr_t)fi->fh)->fd, &st));
+	else
+		r = inode_stat(fs, inode_from_ino(fs, ino), &st);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_attr(req, &st, fs->timeout);
+}
+
+static int set_times(int fd, int ofd, mode_t type, const struct stat *attr, int valid)
+{
+	struct timespec tv[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_nsec = UTIME_OMIT}};
+	char path[PROC_FD_PATH_MAX];
+
+	if (valid & FUSE_SET_ATTR_ATIME_NOW)
+		tv[0].tv_nsec = UTIME_NOW;
+	else if (valid & FUSE_SET_ATTR_ATIME)
+		tv[0] = attr->st_atim;
+	if (valid & FUSE_SET_ATTR_MTIME_NOW)
+		tv[1].tv_nsec = UTIME_NOW;
+	else if (valid & FUSE_SET_ATTR_MTIME)
+		tv[1] = attr->st_mtim;
+	if (ofd >= 0)
+		return neg_errno(futimens(ofd, tv));
+	if (S_ISLNK(type))
+		return neg_errno(utimensat(fd, "", tv, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	return neg_errno(utimensat(AT_FDCWD, proc_fd_path(path, fd), tv, 0));
+}
+
+/* Apply one setattr request: fd is the O_PATH fd, ofd an open fd or -1. */
+static int do_setattr(int fd, int ofd, mode_t type, const struct stat *attr, int valid)
+{
+	char path[PROC_FD_PATH_MAX];
+	int r = 0;
+
+	if (valid & FUSE_SET_ATTR_MODE) {
+		r = ofd >= 0 ? neg_errno(fchmod(ofd, attr->st_mode))
+			     : neg_errno(chmod(proc_fd_path(path, fd), attr->st_mode));
+		if (r < 0)
+			return r;
+	}
+	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+		gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+		r = neg_errno(fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+		if (r < 0)
+			return r;
+	}
+	if (valid & FUSE_SET_ATTR_SIZE) {
+		r = ofd >= 0 ? neg_errno(ftruncate(ofd, attr->st_size))
+			     : neg_errno(truncate(proc_fd_path(path, fd), attr->st_size));
+		if (r < 0)
+			return r;
+	}
+	if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))
+		r = set_times(fd, ofd, type, attr, valid);
+	return r;
+}
+
+void sm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+		       struct fuse_file_info *fi)
+{
+	struct slowmedia *fs = fs_from_req(req);
+	struct sm_inode *inode = inode_from_ino(fs, ino);
+	int ofd = fi && fi->fh ? ((struct sm_fh *)(uintptr_t)fi->fh)->fd : -1;
+	struct stat st;
+	int fd, r;
+
+	fd = inode_fd_get(fs, inode);
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	r = do_setattr(fd, ofd, inode->type, attr, valid);
+	if (r == 0)
+		r = neg_errno(fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	inode_fd_put(fs, inode);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_attr(req, &st, fs->timeout);
+}
+
+void sm_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct slowmedia *fs = fs_from_req(req);
+	struct sm_inode *inode = inode_from_ino(fs, ino);
+	char buf[PATH_MAX + 1];
+	ssize_t n;
+	int fd = inode_fd_get(fs, inode);
+
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	n = neg_errno_ssize(readlinkat(fd, "", buf, sizeof(buf)));
+	inode_fd_put(fs, inode);
+	if (n < 0) {
+		fuse_reply_err(req, (int)-n);
+	} else if (n == sizeof(buf)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+	} else {
+		buf[n] = '\0';
+		fuse_reply_readlink(req, buf);
+	}
+}
+
+void sm_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct slowmedia *fs = fs_from_req(req);
+	struct statvfs sv;
+
+	if (fstatvfs(fs->root_fd, &sv) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}

@@ -1,0 +1,233 @@
+/*
+ * DESIGN: option parsing for the scheduler keys. Pure functions, no I/O, so the
+ * unit tests can feed every kind of bad value. Every problem is appended to an
+ * error list instead of failing fast: the daemon reports them all at once and
+ * mounts nothing.
+ */
+#include "sched_opts.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sched_opts_init(struct sched_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->prio = SCHED_PRIO_DEFAULT;
+	o->io_class = SCHED_CLASS_BE;
+	o->weight = SCHED_WEIGHT_DEFAULT;
+	o->queue_bytes = SCHED_QUEUE_DEFAULT_BYTES;
+	o->latency_ms = SCHED_LATENCY_DEFAULT_MS;
+	o->read_grace_ms = SCHED_READ_GRACE_DEFAULT_MS;
+	o->flushers = SCHED_FLUSHERS_DEFAULT;
+	o->arbiter = g_strdup("auto");
+}
+
+void sched_opts_free(struct sched_opts *o)
+{
+	g_free(o->group);
+	g_free(o->spool_dir);
+	g_free(o->arbiter);
+	memset(o, 0, sizeof(*o));
+}
+
+int sm_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default:
+		return -EINVAL;
+	}
+	/* Allow "64MiB" and "64MB" as spellings of the same binary size. */
+	if (shift && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
+		end += strlen(end);
+	if (*end)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (*end)
+		return -EINVAL;
+	if (errno == ERANGE || v < lo || v > hi)
+		return -ERANGE;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static void add_err(GPtrArray *errors, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void add_err(GPtrArray *errors, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	g_ptr_array_add(errors, g_strdup_vprintf(fmt, ap));
+	va_end(ap);
+}
+
+static void uint_opt(const char *key, const char *val, unsigned lo, unsigned hi,
+		     unsigned *out, GPtrArray *errors)
+{
+	if (parse_uint(val, lo, hi, out) < 0)
+		add_err(errors, "%s=%s: expected a whole number from %u to %u", key, val,
+			lo, hi);
+}
+
+static void size_opt(const char *key, const char *val, uint64_t lo, uint64_t hi,
+		     uint64_t *out, GPtrArray *errors)
+{
+	uint64_t v;
+
+	if (sm_parse_size(val, &v) < 0 || v < lo || v > hi) {
+		add_err(errors,
+			"%s=%s: expected a size from %" G_GUINT64_FORMAT
+			" to %" G_GUINT64_FORMAT " bytes (suffixes K, M, G, T)",
+			key, val, lo, hi);
+		return;
+	}
+	*out = v;
+}
+
+static bool valid_group_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > SCHED_GROUP_NAME_MAX)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("_.:-", *s))
+			return false;
+	return true;
+}
+
+static void path_opt(const char *key, const char *val, char **out, GPtrArray *errors)
+{
+	if (val[0] != '/') {
+		add_err(errors, "%s=%s: expected an absolute path", key, val);
+		return;
+	}
+	g_free(*out);
+	*out = g_strdup(val);
+}
+
+int sched_opts_handle(struct sched_opts *o, const char *opt, GPtrArray *errors)
+{
+	const char *eq = strchr(opt, '=');
+	g_autofree char *key = eq ? g_strndup(opt, eq - opt) : g_strdup(opt);
+	const char *val = eq ? eq + 1 : NULL;
+	static const char *const valued[] = {
+		"prio", "class", "weight", "group", "rate", "queue", "spool", "spool_max",
+		"latency", "read_grace", "flushers", "arbiter", NULL};
+
+	if (strcmp(key, "sync_close") == 0) {
+		if (val)
+			add_err(errors, "sync_close takes no value (got '%s')", val);
+		o->sync_close = true;
+		return 1;
+	}
+	if (!g_strv_contains(valued, key))
+		return 0;
+	if (!val || !*val) {
+		add_err(errors, "%s: needs a value (%s=...)", key, key);
+		return 1;
+	}
+
+	if (strcmp(key, "prio") == 0) {
+		uint_opt(key, val, 0, SCHED_PRIO_MAX, &o->prio, errors);
+	} else if (strcmp(key, "class") == 0) {
+		if (strcmp(val, "be") == 0)
+			o->io_class = SCHED_CLASS_BE;
+		else if (strcmp(val, "idle") == 0)
+			o->io_class = SCHED_CLASS_IDLE;
+		else
+			add_err(errors, "class=%s: expected 'be' or 'idle'", val);
+	} else if (strcmp(key, "weight") == 0) {
+		uint_opt(key, val, 1, SCHED_WEIGHT_MAX, &o->weight, errors);
+	} else if (strcmp(key, "group") == 0) {
+		if (!valid_group_name(val)) {
+			add_err(errors,
+				"group=%s: expected 1-%d characters of letters, digits, "
+				"'_', '.', ':' or '-'",
+				val, SCHED_GROUP_NAME_MAX);
+		} else {
+			g_free(o->group);
+			o->group = g_strdup(val);
+		}
+	} else if (strcmp(key, "rate") == 0) {
+		size_opt(key, val, SCHED_RATE_MIN_BPS, UINT64_MAX >> 1, &o->rate_bps,
+			 errors);
+	} else if (strcmp(key, "queue") == 0) {
+		size_opt(key, val, SCHED_QUEUE_MIN_BYTES, SCHED_QUEUE_MAX_BYTES,
+			 &o->queue_bytes, errors);
+	} else if (strcmp(key, "spool") == 0) {
+		path_opt(key, val, &o->spool_dir, errors);
+	} else if (strcmp(key, "spool_max") == 0) {
+		size_opt(key, val, SCHED_QUEUE_MIN_BYTES, UINT64_MAX >> 1,
+			 &o->spool_max_bytes, errors);
+	} else if (strcmp(key, "latency") == 0) {
+		uint_opt(key, val, 1, SCHED_LATENCY_MAX_MS, &o->latency_ms, errors);
+	} else if (strcmp(key, "read_grace") == 0) {
+		uint_opt(key, val, 0, SCHED_READ_GRACE_MAX_MS, &o->read_grace_ms, errors);
+	} else if (strcmp(key, "flushers") == 0) {
+		uint_opt(key, val, 1, SCHED_FLUSHERS_MAX, &o->flushers, errors);
+	} else if (strcmp(key, "arbiter") == 0) {
+		if (strcmp(val, "auto") == 0 || strcmp(val, "off") == 0) {
+			g_free(o->arbiter);
+			o->arbiter = g_strdup(val);
+		} else {
+			path_opt(key, val, &o->arbiter, errors);
+		}
+	}
+	return 1;
+}
+
+void sched_opts_finish(struct sched_opts *o, GPtrArray *errors)
+{
+	if (o->spool_max_bytes && !o->spool_dir)
+		add_err(errors, "spool_max= needs spool=DIR");
+}
+
+const char *sched_opts_help(void)
+{
+	return "slowmedia options:\n"
+	       "    -o prio=0..7           flush priority among mounts (default 4)\n"
+	       "    -o class=be|idle       idle flushes only when the group is quiet (be)\n"
+	       "    -o weight=N            share within one prio (100)\n"
+	       "    -o group=NAME          mounts sharing one bus/head budget (lower device)\n"
+	       "    -o rate=SIZE           cap on flush bandwidth, bytes/s (none)\n"
+	       "    -o queue=SIZE          memory for queued data (64M)\n"
+	       "    -o spool=DIR           crash-safe journal on a fast disk (off)\n"
+	       "    -o spool_max=SIZE      limit of the spool journal\n"
+	       "    -o latency=MS          longest delay a read may see from one chunk (100)\n"
+	       "    -o read_grace=MS       quiet time after reads before flushing (20)\n"
+	       "    -o flushers=N          flusher threads (1)\n"
+	       "    -o sync_close          close() waits for the file's data\n"
+	       "    -o arbiter=auto|off|PATH  arbiter socket (auto)\n";
+}

@@ -1,0 +1,60 @@
+/* The scheduler's mount options (DESIGN.md, "Mount options"): parsed and validated here. */
+#pragma once
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SCHED_PRIO_MAX 7
+#define SCHED_PRIO_DEFAULT 4
+#define SCHED_WEIGHT_DEFAULT 100
+#define SCHED_WEIGHT_MAX 10000
+#define SCHED_QUEUE_DEFAULT_BYTES (64ull << 20)
+#define SCHED_QUEUE_MIN_BYTES (64ull << 10)
+#define SCHED_QUEUE_MAX_BYTES (64ull << 30)
+#define SCHED_RATE_MIN_BPS (4ull << 10)
+#define SCHED_LATENCY_DEFAULT_MS 100
+#define SCHED_LATENCY_MAX_MS 60000
+#define SCHED_READ_GRACE_DEFAULT_MS 20
+#define SCHED_READ_GRACE_MAX_MS 60000
+#define SCHED_FLUSHERS_DEFAULT 1
+#define SCHED_FLUSHERS_MAX 64
+#define SCHED_GROUP_NAME_MAX 64
+
+enum sched_class { SCHED_CLASS_BE, SCHED_CLASS_IDLE };
+
+struct sched_opts {
+	unsigned prio;
+	enum sched_class io_class;
+	unsigned weight;
+	char *group;		  /* NULL: the lower device */
+	uint64_t rate_bps;	  /* 0: no cap */
+	uint64_t queue_bytes;
+	char *spool_dir;	  /* NULL: no spool */
+	uint64_t spool_max_bytes; /* 0: not given */
+	unsigned latency_ms;
+	unsigned read_grace_ms;
+	unsigned flushers;
+	bool sync_close;
+	char *arbiter; /* "auto", "off" or a socket path */
+};
+
+void sched_opts_init(struct sched_opts *o);
+void sched_opts_free(struct sched_opts *o);
+
+/*
+ * Handle one "key=value" (or bare key) option. Returns 1 when the key is the
+ * scheduler's (consumed; a bad value appends a message to errors), 0 when not.
+ */
+int sched_opts_handle(struct sched_opts *o, const char *opt, GPtrArray *errors);
+
+/* Cross-option checks once all options are seen; appends to errors. */
+void sched_opts_finish(struct sched_opts *o, GPtrArray *errors);
+
+/* Help text for --help. */
+const char *sched_opts_help(void);
+
+/*
+ * "64M", "1G", "4096", "512K": bytes with optional binary suffix K/M/G/T.
+ * Returns 0 or -EINVAL (garbage, empty, negative) / -ERANGE (overflow).
+ */
+int sm_parse_size(const char *s, uint64_t *out);

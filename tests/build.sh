@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Configures (once) and builds slowmedia into ./build. Extra args go to meson setup.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+werror=false
+[ -n "${CI:-}" ] && werror=true
+if [ ! -f build/build.ninja ]; then
+	meson setup build -Dwerror=$werror "$@" >/dev/null
+else
+	meson configure build -Dwerror=$werror >/dev/null
+fi
+ninja -C build >/dev/null
