@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "options.h"
+#include "queue.h"
 
 struct file_handle;
 
@@ -31,6 +32,8 @@ struct sm_inode {
 	int fd;		  /* O_PATH; -1 while evicted. under fs->ino_lock */
 	unsigned fd_users; /* callers between inode_fd_get/put; under fs->ino_lock */
 	GList lru;	  /* link in fs->fd_lru while fd >= 0 && handle; under ino_lock */
+	unsigned nopen;	  /* open file handles; atomic */
+	struct wq_file *wqf; /* write queue state; set once under the queue's lock */
 };
 
 /* An open file: fuse_file_info->fh points here. */
@@ -59,6 +62,8 @@ struct slowmedia {
 	GQueue fd_lru;	    /* evictable inodes with an open fd, MRU first; ino_lock */
 	unsigned nfds;	    /* open O_PATH fds of evictable inodes; under ino_lock */
 	unsigned fd_cache_max; /* immutable */
+
+	struct wq *wq; /* the write-behind queue; immutable once serving */
 };
 
 static inline struct slowmedia *fs_from_req(fuse_req_t req)
@@ -75,6 +80,8 @@ int inode_find_or_add(struct slowmedia *fs, int fd, const struct stat *st,
 		      struct sm_inode **out);
 void inode_forget(struct slowmedia *fs, struct sm_inode *inode, uint64_t n);
 void inode_ref(struct slowmedia *fs, struct sm_inode *inode);
+/* The inode of (dev, ino) with a reference taken, if the table has it. */
+struct sm_inode *inode_peek(struct slowmedia *fs, dev_t dev, ino_t ino);
 void inode_unref(struct slowmedia *fs, struct sm_inode *inode);
 /* An O_PATH fd of the inode, valid until inode_fd_put; -errno when it cannot be reached. */
 int inode_fd_get(struct slowmedia *fs, struct sm_inode *inode);
@@ -86,6 +93,13 @@ struct sm_creds {
 };
 int creds_enter(fuse_req_t req, struct sm_creds *saved);
 void creds_leave(struct sm_creds *saved);
+
+/* ops_file.c: drop queued data of a file that is unlinked and not open. */
+void elide_if_gone(struct slowmedia *fs, struct sm_inode *inode);
+static inline struct wq_file *inode_wqf(struct sm_inode *inode)
+{
+	return __atomic_load_n(&inode->wqf, __ATOMIC_ACQUIRE);
+}
 
 /* ops_entry.c helpers shared with ops_dir.c and ops_file.c */
 int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name,

@@ -71,6 +71,7 @@ int inode_table_init(struct slowmedia *fs, int root_fd)
 
 static void inode_free(struct sm_inode *inode)
 {
+	wq_file_free(inode->wqf);
 	if (inode->fd >= 0)
 		close(inode->fd);
 	free(inode->handle);
@@ -227,6 +228,19 @@ void inode_ref(struct slowmedia *fs, struct sm_inode *inode)
 	pthread_mutex_lock(&fs->ino_lock);
 	inode->refs++;
 	pthread_mutex_unlock(&fs->ino_lock);
+}
+
+struct sm_inode *inode_peek(struct slowmedia *fs, dev_t dev, ino_t ino)
+{
+	struct sm_inode key = {.dev = dev, .ino = ino};
+	struct sm_inode *inode;
+
+	pthread_mutex_lock(&fs->ino_lock);
+	inode = g_hash_table_lookup(fs->inodes, &key);
+	if (inode)
+		inode->refs++;
+	pthread_mutex_unlock(&fs->ino_lock);
+	return inode;
 }
 
 void inode_unref(struct slowmedia *fs, struct sm_inode *inode)

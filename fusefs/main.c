@@ -25,6 +25,17 @@ static void raise_nofile_limit(void)
 	}
 }
 
+/* The queue keeps an inode alive while it has queued work for it. */
+static void hold_inode(void *ctx, void *owner)
+{
+	inode_ref(ctx, owner);
+}
+
+static void release_inode(void *ctx, void *owner)
+{
+	inode_unref(ctx, owner);
+}
+
 static int report_errors(const char *prog, GPtrArray *errors)
 {
 	for (guint i = 0; i < errors->len; i++)
@@ -65,6 +76,11 @@ static int serve(struct slowmedia *fs, struct fuse_args *args,
 		fuse_loop_cfg_destroy(loop);
 	}
 	r = r < 0 ? 1 : 0; /* a signal ends the loop with 0 or the signal number */
+	/* Unmount first: the flushers have their own fds, and nobody should hang on
+	 * an unserved mount while the queue drains. */
+	fuse_session_unmount(se);
+	wq_drain(fs->wq);
+	goto out_handlers;
 out_unmount:
 	fuse_session_unmount(se);
 out_handlers:
@@ -117,8 +133,16 @@ int main(int argc, char *argv[])
 		goto out_opts;
 	}
 	fs.creds_switch = geteuid() == 0;
+	fs.wq = wq_new(&fs.opts.sched, fd,
+		       &(struct wq_hooks){.ctx = &fs, .hold = hold_inode, .release = release_inode});
+	if (wq_start(fs.wq) < 0) {
+		fprintf(stderr, "%s: cannot start the flusher threads\n", prog);
+		goto out_table;
+	}
 	cmd.max_idle_threads = cmd.max_idle_threads ? cmd.max_idle_threads : MAX_IDLE_THREADS;
 	r = serve(&fs, &args, &cmd);
+out_table:
+	wq_free(fs.wq);
 	inode_table_destroy(&fs);
 	close(fd);
 out_opts:

@@ -6,6 +6,8 @@ void sm_init(void *userdata, struct fuse_conn_info *conn)
 {
 	/* Never let the kernel cache writes: the queue is ours to bound and pace. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* O_TRUNC must reach us as a truncate, ordered with the file's queued writes. */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	sm_dbg("init: proto %u.%u, max_write %u", conn->proto_major, conn->proto_minor,

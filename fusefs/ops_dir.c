@@ -121,18 +121,42 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
+/* The inode a name in dir refers to, if we know it (referenced), for elision. */
+static struct sm_inode *known_inode(struct slowmedia *fs, int pfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return NULL;
+	return inode_peek(fs, st.st_dev, st.st_ino);
+}
+
+static void forget_known(struct slowmedia *fs, struct sm_inode *victim, int r)
+{
+	if (!victim)
+		return;
+	if (r == 0)
+		elide_if_gone(fs, victim); /* temp files never touch the medium */
+	inode_unref(fs, victim);
+}
+
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
 	struct slowmedia *fs = fs_from_req(req);
-	struct sm_inode *dir = inode_from_ino(fs, parent);
+	struct sm_inode *dir = inode_from_ino(fs, parent), *victim = NULL;
 	int pfd, r = check_name(name);
 
 	if (r == 0) {
 		pfd = inode_fd_get(fs, dir);
-		r = pfd < 0 ? pfd : neg_errno(unlinkat(pfd, name, flags));
-		if (pfd >= 0)
+		if (pfd >= 0) {
+			victim = flags ? NULL : known_inode(fs, pfd, name);
+			r = neg_errno(unlinkat(pfd, name, flags));
 			inode_fd_put(fs, dir);
+		} else {
+			r = pfd;
+		}
 	}
+	forget_known(fs, victim, r);
 	fuse_reply_err(req, -r);
 }
 
@@ -151,6 +175,7 @@ void sm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 {
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *from = inode_from_ino(fs, parent), *to = inode_from_ino(fs, newparent);
+	struct sm_inode *victim = NULL;
 	int pfd, npfd, r;
 
 	r = check_name(name);
@@ -168,11 +193,13 @@ void sm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 		r = npfd;
 		goto out_put;
 	}
+	victim = (flags & RENAME_EXCHANGE) ? NULL : known_inode(fs, npfd, newname);
 	r = neg_errno(renameat2(pfd, name, npfd, newname, flags));
 	inode_fd_put(fs, to);
 out_put:
 	inode_fd_put(fs, from);
 out:
+	forget_known(fs, victim, r);
 	fuse_reply_err(req, -r);
 }
 

@@ -95,21 +95,26 @@ void sm_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct slowmedia *fs = fs_from_req(req);
 	struct stat st;
 	int r;
+	struct sm_inode *inode = inode_from_ino(fs, ino);
 
 	if (fi && fi->fh)
 		r = neg_errno(fstat(((struct sm_fh *)(uintptr_t)fi->fh)->fd, &st));
 	else
-		r = inode_stat(fs, inode_from_ino(fs, ino), &st);
+		r = inode_stat(fs, inode, &st);
+	if (r == 0 && inode_wqf(inode))
+		wq_fix_stat(fs->wq, inode_wqf(inode), &st);
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
 		fuse_reply_attr(req, &st, fs->timeout);
 }
 
-static int set_times(int fd, int ofd, mode_t type, const struct stat *attr, int valid)
+static int set_times(struct slowmedia *fs, struct sm_inode *inode, int fd, int ofd,
+		     const struct stat *attr, int valid)
 {
 	struct timespec tv[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_nsec = UTIME_OMIT}};
 	char path[PROC_FD_PATH_MAX];
+	struct wq_file *wqf = inode_wqf(inode);
 
 	if (valid & FUSE_SET_ATTR_ATIME_NOW)
 		tv[0].tv_nsec = UTIME_NOW;
@@ -119,16 +124,20 @@ static int set_times(int fd, int ofd, mode_t type, const struct stat *attr, int 
 		tv[1].tv_nsec = UTIME_NOW;
 	else if (valid & FUSE_SET_ATTR_MTIME)
 		tv[1] = attr->st_mtim;
+	if (wqf) /* queued writes must not bump these times when they land */
+		return wq_set_times(fs->wq, wqf, tv);
 	if (ofd >= 0)
 		return neg_errno(futimens(ofd, tv));
-	if (S_ISLNK(type))
+	if (S_ISLNK(inode->type))
 		return neg_errno(utimensat(fd, "", tv, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
 	return neg_errno(utimensat(AT_FDCWD, proc_fd_path(path, fd), tv, 0));
 }
 
 /* Apply one setattr request: fd is the O_PATH fd, ofd an open fd or -1. */
-static int do_setattr(int fd, int ofd, mode_t type, const struct stat *attr, int valid)
+static int do_setattr(struct slowmedia *fs, struct sm_inode *inode, int fd, int ofd,
+		      const struct stat *attr, int valid)
 {
+	struct wq_file *wqf = inode_wqf(inode);
 	char path[PROC_FD_PATH_MAX];
 	int r = 0;
 
@@ -145,14 +154,18 @@ static int do_setattr(int fd, int ofd, mode_t type, const struct stat *attr, int
 		if (r < 0)
 			return r;
 	}
-	if (valid & FUSE_SET_ATTR_SIZE) {
+	if ((valid & FUSE_SET_ATTR_SIZE) && wqf) {
+		r = wq_truncate(fs->wq, wqf, attr->st_size);
+		if (r < 0)
+			return r;
+	} else if (valid & FUSE_SET_ATTR_SIZE) {
 		r = ofd >= 0 ? neg_errno(ftruncate(ofd, attr->st_size))
 			     : neg_errno(truncate(proc_fd_path(path, fd), attr->st_size));
 		if (r < 0)
 			return r;
 	}
 	if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))
-		r = set_times(fd, ofd, type, attr, valid);
+		r = set_times(fs, inode, fd, ofd, attr, valid);
 	return r;
 }
 
@@ -170,9 +183,11 @@ void sm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 		fuse_reply_err(req, -fd);
 		return;
 	}
-	r = do_setattr(fd, ofd, inode->type, attr, valid);
+	r = do_setattr(fs, inode, fd, ofd, attr, valid);
 	if (r == 0)
 		r = neg_errno(fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	if (r == 0 && inode_wqf(inode))
+		wq_fix_stat(fs->wq, inode_wqf(inode), &st);
 	inode_fd_put(fs, inode);
 	if (r < 0)
 		fuse_reply_err(req, -r);
@@ -209,8 +224,10 @@ void sm_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct slowmedia *fs = fs_from_req(req);
 	struct statvfs sv;
 
-	if (fstatvfs(fs->root_fd, &sv) < 0)
+	if (fstatvfs(fs->root_fd, &sv) < 0) {
 		fuse_reply_err(req, errno);
-	else
-		fuse_reply_statfs(req, &sv);
+		return;
+	}
+	wq_fix_statvfs(fs->wq, &sv);
+	fuse_reply_statfs(req, &sv);
 }

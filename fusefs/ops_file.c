@@ -12,10 +12,14 @@ static struct sm_fh *fh_of(struct fuse_file_info *fi)
 	return (struct sm_fh *)(uintptr_t)fi->fh;
 }
 
-/* Flags for the lower open: the proc path must be followed, creation is done. */
+/*
+ * Flags for the lower open: the proc path must be followed, creation is done,
+ * and O_APPEND goes: the kernel already turns appends into writes at its size,
+ * and the queue must place them at that offset, not at the lower file's end.
+ */
 static int lower_flags(int flags)
 {
-	return flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT);
+	return flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT | O_APPEND);
 }
 
 static void fh_attach(struct slowmedia *fs, struct sm_inode *inode, int fd,
@@ -24,6 +28,7 @@ static void fh_attach(struct slowmedia *fs, struct sm_inode *inode, int fd,
 	struct sm_fh *fh = g_new0(struct sm_fh, 1);
 
 	inode_ref(fs, inode);
+	__atomic_add_fetch(&inode->nopen, 1, __ATOMIC_RELAXED);
 	fh->inode = inode;
 	fh->fd = fd;
 	fh->flags = fi->flags;
@@ -33,10 +38,26 @@ static void fh_attach(struct slowmedia *fs, struct sm_inode *inode, int fd,
 		fi->direct_io = 1;
 }
 
+void elide_if_gone(struct slowmedia *fs, struct sm_inode *inode)
+{
+	struct wq_file *wqf = inode_wqf(inode);
+
+	if (wqf && __atomic_load_n(&inode->nopen, __ATOMIC_RELAXED) == 0 &&
+	    wq_file_unlinked(wqf)) {
+		sm_dbg("inode %lu unlinked and closed: dropping its queued data",
+		       (unsigned long)inode->ino);
+		wq_drop(fs->wq, wqf);
+	}
+}
+
 static void fh_free(struct slowmedia *fs, struct sm_fh *fh)
 {
+	struct sm_inode *inode = fh->inode;
+
 	close(fh->fd);
-	inode_unref(fs, fh->inode);
+	__atomic_sub_fetch(&inode->nopen, 1, __ATOMIC_RELAXED);
+	elide_if_gone(fs, inode);
+	inode_unref(fs, inode);
 	g_free(fh);
 }
 
@@ -107,35 +128,97 @@ out_err:
 void sm_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	     struct fuse_file_info *fi)
 {
+	struct slowmedia *fs = fs_from_req(req);
+	struct sm_fh *fh = fh_of(fi);
+	struct wq_file *wqf = inode_wqf(fh->inode);
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+	char *data;
+	ssize_t n;
 
-	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-	buf.buf[0].fd = fh_of(fi)->fd;
-	buf.buf[0].pos = off;
-	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+	if (!wqf) {
+		/* Nothing was ever queued here: let libfuse splice from the lower fd. */
+		buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		buf.buf[0].fd = fh->fd;
+		buf.buf[0].pos = off;
+		wq_read_begin(fs->wq);
+		fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+		wq_read_end(fs->wq);
+		return;
+	}
+	data = g_malloc(size);
+	n = wq_read(fs->wq, wqf, fh->fd, data, size, off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, data, (size_t)n);
+	g_free(data);
+}
+
+/* The write's bytes in one piece of memory; *owned is set when we allocated it. */
+static ssize_t write_data(struct fuse_bufvec *in_buf, const char **data, char **owned)
+{
+	size_t len = fuse_buf_size(in_buf);
+	struct fuse_bufvec mem = FUSE_BUFVEC_INIT(len);
+	ssize_t n;
+
+	*owned = NULL;
+	if (in_buf->count == 1 && !(in_buf->buf[0].flags & FUSE_BUF_IS_FD)) {
+		*data = in_buf->buf[0].mem;
+		return (ssize_t)len;
+	}
+	*owned = g_malloc(len);
+	mem.buf[0].mem = *owned;
+	n = fuse_buf_copy(&mem, in_buf, 0);
+	*data = *owned;
+	return n;
 }
 
 void sm_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, off_t off,
 		  struct fuse_file_info *fi)
 {
-	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in_buf));
+	struct slowmedia *fs = fs_from_req(req);
+	struct sm_fh *fh = fh_of(fi);
+	struct wq_file *wqf;
+	const char *data;
+	char *owned;
 	ssize_t n;
 
-	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-	out.buf[0].fd = fh_of(fi)->fd;
-	out.buf[0].pos = off;
-	n = fuse_buf_copy(&out, in_buf, 0);
+	wqf = wq_file_attach(fs->wq, &fh->inode->wqf, fh->inode, fh->fd);
+	if (!wqf) {
+		fuse_reply_err(req, EMFILE);
+		return;
+	}
+	n = write_data(in_buf, &data, &owned);
+	if (n > 0)
+		n = wq_write(fs->wq, wqf, data, (size_t)n, off);
+	g_free(owned);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_write(req, (size_t)n);
 }
 
+/* Before an op that the lower file must see in order (fallocate, lseek...). */
+static int settle(struct slowmedia *fs, struct sm_fh *fh)
+{
+	struct wq_file *wqf = inode_wqf(fh->inode);
+
+	return wqf ? wq_flush_file(fs->wq, wqf) : 0;
+}
+
 void sm_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	/* close() of a duplicate gives the lower filesystem its close-time say. */
-	int r = neg_errno(close(dup(fh_of(fi)->fd)));
+	struct slowmedia *fs = fs_from_req(req);
+	struct sm_fh *fh = fh_of(fi);
+	struct wq_file *wqf = inode_wqf(fh->inode);
+	int r = 0;
 
+	/* close() does not wait for the medium, unless sync_close; but an error
+	 * already known is the writer's to hear. */
+	if (wqf)
+		r = fs->opts.sched.sync_close ? wq_flush_file(fs->wq, wqf) : wq_error(fs->wq, wqf);
+	if (r == 0)
+		r = neg_errno(close(dup(fh->fd)));
 	fuse_reply_err(req, -r);
 }
 
@@ -147,38 +230,63 @@ void sm_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void sm_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	int fd = fh_of(fi)->fd;
-	int r = datasync ? neg_errno(fdatasync(fd)) : neg_errno(fsync(fd));
+	struct slowmedia *fs = fs_from_req(req);
+	struct sm_fh *fh = fh_of(fi);
+	struct wq_file *wqf = inode_wqf(fh->inode);
+	int r;
 
+	if (wqf)
+		r = wq_fsync(fs->wq, wqf, datasync);
+	else
+		r = datasync ? neg_errno(fdatasync(fh->fd)) : neg_errno(fsync(fh->fd));
 	fuse_reply_err(req, -r);
 }
 
 void sm_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 		  struct fuse_file_info *fi)
 {
-	int r = neg_errno(fallocate(fh_of(fi)->fd, mode, offset, length));
+	struct sm_fh *fh = fh_of(fi);
+	int r = settle(fs_from_req(req), fh);
 
+	if (r == 0)
+		r = neg_errno(fallocate(fh->fd, mode, offset, length));
 	fuse_reply_err(req, -r);
 }
 
 void sm_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	      struct fuse_file_info *fi)
 {
-	off_t r = lseek(fh_of(fi)->fd, off, whence);
+	struct sm_fh *fh = fh_of(fi);
+	int r = settle(fs_from_req(req), fh);
+	off_t pos;
 
-	if (r < 0)
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	pos = lseek(fh->fd, off, whence);
+	if (pos < 0)
 		fuse_reply_err(req, errno);
 	else
-		fuse_reply_lseek(req, r);
+		fuse_reply_lseek(req, pos);
 }
 
 void sm_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 			struct fuse_file_info *fi_out, size_t len, int flags)
 {
-	ssize_t n = copy_file_range(fh_of(fi_in)->fd, &off_in, fh_of(fi_out)->fd, &off_out,
-				    len, (unsigned)flags);
+	struct slowmedia *fs = fs_from_req(req);
+	int r = settle(fs, fh_of(fi_in));
+	ssize_t n;
 
+	if (r == 0)
+		r = settle(fs, fh_of(fi_out));
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	n = copy_file_range(fh_of(fi_in)->fd, &off_in, fh_of(fi_out)->fd, &off_out, len,
+			    (unsigned)flags);
 	if (n < 0)
 		fuse_reply_err(req, errno);
 	else

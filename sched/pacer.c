@@ -1,0 +1,92 @@
+/*
+ * DESIGN: pacing. A flusher writes one chunk and waits for it to reach the
+ * medium, so the chunk's duration is a clean bandwidth sample (EWMA, 30% new).
+ * The next chunk is sized so it takes about latency= on the medium: a read that
+ * arrives behind it waits at most that long. rate= is a token bucket whose
+ * burst is one chunk. The read gate holds flushers back while reads are in
+ * flight and for read_grace= after the last one. All functions take the time
+ * as an argument; the caller (queue.c) holds its lock.
+ */
+#include "pacer.h"
+
+#define EWMA_NEW_PCT 30
+
+void pacer_init(struct pacer *p, uint64_t rate_bps, unsigned latency_ms)
+{
+	*p = (struct pacer){.rate_bps = rate_bps,
+			    .latency_ns = (int64_t)latency_ms * NSEC_PER_MSEC};
+}
+
+static uint64_t effective_bw(const struct pacer *p)
+{
+	if (p->rate_bps && (!p->bw_bps || p->rate_bps < p->bw_bps))
+		return p->rate_bps;
+	return p->bw_bps;
+}
+
+size_t pacer_chunk_bytes(const struct pacer *p)
+{
+	uint64_t bw = effective_bw(p);
+	uint64_t bytes;
+
+	if (!bw)
+		return CHUNK_MIN_BYTES;
+	bytes = bw * (uint64_t)p->latency_ns / NSEC_PER_SEC;
+	if (bytes < CHUNK_MIN_BYTES)
+		return CHUNK_MIN_BYTES;
+	if (bytes > CHUNK_MAX_BYTES)
+		return CHUNK_MAX_BYTES;
+	return (size_t)bytes & ~(size_t)4095;
+}
+
+int64_t pacer_delay_ns(const struct pacer *p, int64_t now_ns)
+{
+	if (!p->rate_bps || p->next_ok_ns <= now_ns)
+		return 0;
+	return p->next_ok_ns - now_ns;
+}
+
+void pacer_done(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns)
+{
+	int64_t took = end_ns - start_ns;
+
+	if (took > 0 && bytes >= CHUNK_MIN_BYTES / 2) {
+		uint64_t sample = (uint64_t)bytes * NSEC_PER_SEC / (uint64_t)took;
+		p->bw_bps = p->bw_bps ? (p->bw_bps * (100 - EWMA_NEW_PCT) +
+					 sample * EWMA_NEW_PCT) / 100
+				      : sample;
+	}
+	if (p->rate_bps) {
+		/* Idle time earns no credit beyond one chunk's burst. */
+		int64_t base = p->next_ok_ns > start_ns ? p->next_ok_ns : start_ns;
+		p->next_ok_ns = base + (int64_t)((uint64_t)bytes * NSEC_PER_SEC / p->rate_bps);
+	}
+}
+
+void readgate_init(struct readgate *g, unsigned grace_ms)
+{
+	*g = (struct readgate){.grace_ns = (int64_t)grace_ms * NSEC_PER_MSEC};
+}
+
+void readgate_enter(struct readgate *g)
+{
+	g->active++;
+}
+
+void readgate_leave(struct readgate *g, int64_t now_ns)
+{
+	g->active--;
+	g->last_end_ns = now_ns;
+}
+
+int64_t readgate_wait_ns(const struct readgate *g, int64_t now_ns)
+{
+	int64_t until;
+
+	if (g->active)
+		return g->grace_ns > 0 ? g->grace_ns : NSEC_PER_MSEC;
+	if (!g->last_end_ns)
+		return 0;
+	until = g->last_end_ns + g->grace_ns;
+	return until > now_ns ? until - now_ns : 0;
+}

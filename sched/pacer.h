@@ -1,0 +1,36 @@
+/* Chunk sizing, bandwidth estimate, rate cap and the read gate: pure logic, time passed in. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#define NSEC_PER_SEC 1000000000ll
+#define NSEC_PER_MSEC 1000000ll
+#define CHUNK_MIN_BYTES (64u << 10)
+#define CHUNK_MAX_BYTES (8u << 20)
+
+struct pacer {
+	uint64_t bw_bps;     /* EWMA of chunk throughput; 0 before the first chunk */
+	uint64_t rate_bps;   /* rate= cap; 0: none */
+	int64_t latency_ns;  /* latency= target for one chunk */
+	int64_t next_ok_ns;  /* token bucket: earliest start of the next chunk */
+};
+
+void pacer_init(struct pacer *p, uint64_t rate_bps, unsigned latency_ms);
+/* Bytes for the next chunk: bandwidth x latency target, clamped. */
+size_t pacer_chunk_bytes(const struct pacer *p);
+/* Nanoseconds to wait before the next chunk may start (0: go). */
+int64_t pacer_delay_ns(const struct pacer *p, int64_t now_ns);
+/* A chunk of `bytes` ran from start_ns to end_ns. */
+void pacer_done(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns);
+
+struct readgate {
+	unsigned active;     /* reads in flight */
+	int64_t last_end_ns; /* when the last read completed */
+	int64_t grace_ns;    /* read_grace= */
+};
+
+void readgate_init(struct readgate *g, unsigned grace_ms);
+void readgate_enter(struct readgate *g);
+void readgate_leave(struct readgate *g, int64_t now_ns);
+/* Nanoseconds flushers must still hold back (0: flush). */
+int64_t readgate_wait_ns(const struct readgate *g, int64_t now_ns);

@@ -1,0 +1,874 @@
+/*
+ * DESIGN: the write-behind queue and the paced flusher pool of one mount.
+ *
+ * Data path. wq_write copies the caller's data into the file's extent map and
+ * returns; the flushers write it to the lower file in chunks, each followed by
+ * sync_file_range(WAIT_BEFORE|WRITE|WAIT_AFTER), so the kernel never holds more
+ * than about one chunk of the medium's dirty data. Chunk size comes from the
+ * pacer (bandwidth x latency=), a rate= token bucket spaces chunks, and the read
+ * gate holds flushers back while reads are in flight and for read_grace= after.
+ *
+ * Per-file order. A file has at most one chunk in flight. A truncate clips the
+ * queued extents at once and is recorded as (trunc_floor = lowest size since the
+ * last flush, trunc_size = the last size); the flusher applies it before the
+ * file's next chunk. Extents queued before a truncate all lie below it, so
+ * applying the truncate first gives the same bytes as applying it in order.
+ * Until it is applied, lower data at or beyond trunc_floor reads as zeros.
+ *
+ * Read-your-writes. wq_read reads the lower file without the lock, then lays
+ * the queued extents over it under the lock. A chunk completing in between
+ * would have left stale lower bytes uncovered, so each completion bumps
+ * f->seq and the read retries when it changed.
+ *
+ * Space. Queued bytes are reserved against the lower free space (rounded to
+ * blocks, plus indirect-block overhead). When a write does not fit, the queue
+ * drains, free space is read again, and a write that still does not fit is
+ * written through to the lower file so that ENOSPC (or a short write) reaches
+ * the writer: acknowledged data is never lost to a full medium.
+ *
+ * Errors. A failed chunk stays queued; the file's error is sticky, returned by
+ * its next write, flush-wait and close, and the chunk is retried with backoff.
+ * A successful retry clears it. At exit, data that still fails after
+ * DRAIN_GIVEUP_FAILURES tries is reported in the log, path and bytes.
+ *
+ * Threads and locks. One mutex, q->lock, guards everything in struct wq and
+ * struct wq_file except what is marked immutable. Op handler threads call the
+ * wq_* functions; flusher threads run flusher_main. No I/O is done under the
+ * lock, except the rare write-through at a full medium and the futimens that
+ * restores a clean file's mtime. The hooks are called without the lock.
+ */
+#include "queue.h"
+#include "extents.h"
+#include "log.h"
+#include "pacer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FLUSH_IOV_MAX 64
+#define RETRY_MIN_NS (500 * NSEC_PER_MSEC)
+#define RETRY_MAX_NS (30 * NSEC_PER_SEC)
+#define SYNCFS_INTERVAL_NS NSEC_PER_SEC
+#define IDLE_WAIT_NS NSEC_PER_SEC
+#define DRAIN_LOG_INTERVAL_NS (5 * NSEC_PER_SEC)
+#define DRAIN_GIVEUP_FAILURES 3
+#define READ_RETRIES 4
+#define META_BLOCKS_PER_FILE 3 /* inode, bitmap, indirect block */
+
+struct wq_file {
+	struct wq *q;	/* immutable */
+	void *owner;	/* immutable */
+	int fd;		/* immutable: the flushers' lower fd */
+	struct extmap map;
+	off_t size;	  /* logical size; valid while dirty */
+	bool dirty;	  /* in q->dirty, owner held */
+	GList link;	  /* in q->dirty */
+	bool has_trunc;
+	off_t trunc_floor, trunc_size;
+	bool in_flight;
+	off_t cursor;	/* where the next chunk starts looking */
+	uint64_t seq;	/* bumped when queued data reaches the lower file */
+	int error;	/* sticky, -errno */
+	unsigned failures;
+	int64_t retry_at_ns;
+	unsigned urgent; /* fsync waiters: flush this file first */
+	bool times_set;	 /* restore times once clean */
+	struct timespec times[2];
+};
+
+struct wq {
+	pthread_mutex_t lock;
+	pthread_cond_t space; /* signalled when queued bytes drop */
+	pthread_cond_t work;  /* signalled when there is something to flush */
+	pthread_cond_t done;  /* broadcast when a chunk ends (ok or not) */
+	struct sched_opts opts; /* immutable copy (strings not owned) */
+	struct wq_hooks hooks;	/* immutable */
+	int root_fd;		/* immutable */
+	GQueue dirty;		/* files with work; the head flushes first */
+	uint64_t queued;	/* bytes in all extent maps */
+	uint64_t avail;		/* lower free bytes at the last statvfs */
+	uint64_t bsize;		/* lower block size */
+	struct pacer pacer;
+	struct readgate gate;
+	unsigned next_flight;
+	unsigned nflying;
+	int64_t last_syncfs_ns;
+	bool stopping;
+	pthread_t *threads;
+	unsigned nthreads;
+	GPtrArray *to_release; /* owners to release once the lock is dropped */
+	uint64_t flushed_bytes, chunks;
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+static void deadline_in(struct timespec *ts, int64_t ns)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ns += ts->tv_nsec;
+	ts->tv_sec += ns / NSEC_PER_SEC;
+	ts->tv_nsec = ns % NSEC_PER_SEC;
+}
+
+static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ns)
+{
+	struct timespec ts;
+
+	deadline_in(&ts, ns);
+	pthread_cond_timedwait(c, m, &ts);
+}
+
+static void cond_init_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &a);
+	pthread_condattr_destroy(&a);
+}
+
+static const char *file_path(const struct wq_file *f, char *buf, size_t size)
+{
+	char proc[32];
+	ssize_t n;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
+	n = readlink(proc, buf, size - 1);
+	if (n < 0)
+		return "(unknown path)";
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Called with the lock held: refresh the free-space figure. */
+static void refresh_avail(struct wq *q)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(q->root_fd, &sv) == 0) {
+		q->bsize = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+		q->avail = (uint64_t)sv.f_bavail * q->bsize;
+	}
+}
+
+/* Space the queue must keep free on the lower filesystem for `queued` bytes. */
+static uint64_t reservation(const struct wq *q, uint64_t queued, unsigned files)
+{
+	uint64_t bs = q->bsize ? q->bsize : 4096;
+	uint64_t data = (queued + bs - 1) / bs * bs;
+	/* ext2-style indirect blocks: one pointer (4 bytes) per data block. */
+	uint64_t meta = data / bs * 4 + (uint64_t)files * META_BLOCKS_PER_FILE * bs;
+
+	return data + meta;
+}
+
+struct wq *wq_new(const struct sched_opts *opts, int root_fd, const struct wq_hooks *hooks)
+{
+	struct wq *q = g_new0(struct wq, 1);
+
+	pthread_mutex_init(&q->lock, NULL);
+	cond_init_monotonic(&q->space);
+	cond_init_monotonic(&q->work);
+	cond_init_monotonic(&q->done);
+	q->opts = *opts;
+	q->hooks = *hooks;
+	q->root_fd = root_fd;
+	g_queue_init(&q->dirty);
+	pacer_init(&q->pacer, opts->rate_bps, opts->latency_ms);
+	readgate_init(&q->gate, opts->read_grace_ms);
+	q->to_release = g_ptr_array_new();
+	refresh_avail(q);
+	return q;
+}
+
+/* Called with the lock held when f has nothing left to do. */
+static void file_clean(struct wq *q, struct wq_file *f)
+{
+	if (!f->dirty || f->in_flight || f->has_trunc || !extmap_empty(&f->map))
+		return;
+	if (f->times_set) {
+		/* Writes reached the medium later than they were made: keep their times. */
+		if (futimens(f->fd, f->times) < 0)
+			sm_warn("cannot restore times of %s: %s",
+				file_path(f, (char[256]){0}, 256), g_strerror(errno));
+		f->times_set = false;
+	}
+	g_queue_unlink(&q->dirty, &f->link);
+	f->link.data = NULL;
+	f->dirty = false;
+	g_ptr_array_add(q->to_release, f->owner);
+}
+
+/* Drop the lock and run the release hooks it collected. */
+static void unlock_and_release(struct wq *q)
+{
+	g_autoptr(GPtrArray) owners = NULL;
+
+	if (q->to_release->len) {
+		owners = q->to_release;
+		q->to_release = g_ptr_array_new();
+	}
+	pthread_mutex_unlock(&q->lock);
+	for (guint i = 0; owners && i < owners->len; i++)
+		q->hooks.release(q->hooks.ctx, owners->pdata[i]);
+}
+
+/* Called with the lock held: f gets work. hooks.hold only takes a reference, so
+ * it is safe under the lock (release, which may free, is not). */
+static int file_make_dirty(struct wq *q, struct wq_file *f)
+{
+	struct stat st;
+
+	if (f->dirty)
+		return 0;
+	if (fstat(f->fd, &st) < 0)
+		return -errno;
+	f->size = st.st_size;
+	f->dirty = true;
+	f->link.data = f;
+	g_queue_push_tail_link(&q->dirty, &f->link);
+	q->hooks.hold(q->hooks.ctx, f->owner);
+	return 0;
+}
+
+struct wq_file *wq_file_attach(struct wq *q, struct wq_file **slot, void *owner, int fd)
+{
+	struct wq_file *f;
+
+	pthread_mutex_lock(&q->lock);
+	f = *slot;
+	if (!f) {
+		int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (dfd >= 0) {
+			f = g_new0(struct wq_file, 1);
+			f->q = q;
+			f->owner = owner;
+			f->fd = dfd;
+			extmap_init(&f->map);
+			__atomic_store_n(slot, f, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+	return f;
+}
+
+void wq_file_free(struct wq_file *f)
+{
+	if (!f)
+		return;
+	extmap_clear(&f->map);
+	close(f->fd);
+	g_free(f);
+}
+
+/* Called with the lock held: every file with work is failing (medium gone?). */
+static bool queue_stuck(const struct wq *q)
+{
+	if (g_queue_is_empty((GQueue *)&q->dirty))
+		return false;
+	for (GList *l = q->dirty.head; l; l = l->next)
+		if (!((struct wq_file *)l->data)->error)
+			return false;
+	return true;
+}
+
+/* Called with the lock held: wait until nothing is queued or everything left
+ * is failing. Returns false when failing data remains. */
+static bool wait_all_flushed(struct wq *q)
+{
+	while (!g_queue_is_empty(&q->dirty)) {
+		if (queue_stuck(q))
+			return false;
+		pthread_cond_broadcast(&q->work);
+		timed_wait(&q->done, &q->lock, IDLE_WAIT_NS);
+	}
+	return true;
+}
+
+/* Called with the lock held. Returns 0 when the write may be queued, 1 when it
+ * must be written through (the medium is nearly full), or -errno. */
+static int reserve_space(struct wq *q, struct wq_file *f, size_t len)
+{
+	unsigned files = q->dirty.length + (f->dirty ? 0 : 1);
+
+	if (reservation(q, q->queued + len, files) <= q->avail)
+		return 0;
+	refresh_avail(q);
+	if (reservation(q, q->queued + len, files) <= q->avail)
+		return 0;
+	sm_dbg("free space low: draining before queuing %zu bytes", len);
+	if (!wait_all_flushed(q))
+		return f->error ? f->error : -EIO;
+	refresh_avail(q);
+	if (reservation(q, len, 1) <= q->avail)
+		return 0;
+	return 1;
+}
+
+/* Called with the lock held: block while the queue is full (backpressure). */
+static int wait_for_room(struct wq *q, struct wq_file *f, size_t len)
+{
+	while (q->queued && q->queued + len > q->opts.queue_bytes) {
+		if (f->error)
+			return f->error;
+		if (queue_stuck(q))
+			return -EIO;
+		timed_wait(&q->space, &q->lock, IDLE_WAIT_NS);
+	}
+	return f->error;
+}
+
+static void now_realtime(struct timespec *ts)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+}
+
+ssize_t wq_write(struct wq *q, struct wq_file *f, const void *data, size_t len, off_t off)
+{
+	ssize_t r;
+
+	pthread_mutex_lock(&q->lock);
+	r = f->error;
+	if (r < 0)
+		goto out;
+	r = wait_for_room(q, f, len);
+	if (r < 0)
+		goto out;
+	r = reserve_space(q, f, len);
+	if (r < 0)
+		goto out;
+	if (r == 1 && !f->dirty) {
+		/* Nearly full medium, file clean: the writer gets the medium's answer. */
+		r = pwrite(f->fd, data, len, off);
+		r = r < 0 ? -errno : r;
+		goto out;
+	}
+	r = file_make_dirty(q, f);
+	if (r < 0)
+		goto out;
+	q->queued -= f->map.bytes;
+	extmap_write(&f->map, off, data, len, CHUNK_MAX_BYTES);
+	q->queued += f->map.bytes;
+	if (off + (off_t)len > f->size)
+		f->size = off + (off_t)len;
+	f->times[0].tv_nsec = UTIME_OMIT;
+	now_realtime(&f->times[1]);
+	f->times_set = true;
+	pthread_cond_signal(&q->work);
+	r = (ssize_t)len;
+out:
+	pthread_mutex_unlock(&q->lock);
+	return r;
+}
+
+void wq_read_begin(struct wq *q)
+{
+	pthread_mutex_lock(&q->lock);
+	readgate_enter(&q->gate);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void wq_read_end(struct wq *q)
+{
+	pthread_mutex_lock(&q->lock);
+	readgate_leave(&q->gate, now_ns());
+	pthread_mutex_unlock(&q->lock);
+	/* A flusher waiting for the gate re-checks on its own timer. */
+}
+
+/* Called with the lock held: lay f's queued state over n bytes read from lower. */
+static ssize_t overlay(struct wq_file *f, char *buf, size_t len, off_t off, ssize_t n)
+{
+	size_t want;
+
+	if (off >= f->size)
+		return 0;
+	want = MIN(len, (size_t)(f->size - off));
+	if (f->has_trunc && off + n > f->trunc_floor)
+		n = MAX(0, f->trunc_floor - off); /* lower bytes past a pending truncate are gone */
+	if ((size_t)n < want)
+		memset(buf + n, 0, want - (size_t)n);
+	extmap_overlay(&f->map, off, buf, want);
+	return (ssize_t)want;
+}
+
+ssize_t wq_read(struct wq *q, struct wq_file *f, int fd, char *buf, size_t len, off_t off)
+{
+	ssize_t n = 0;
+	uint64_t seq;
+
+	pthread_mutex_lock(&q->lock);
+	readgate_enter(&q->gate);
+	for (int tries = 0;; tries++) {
+		bool dirty = f && f->dirty;
+		seq = f ? f->seq : 0;
+		if (tries < READ_RETRIES)
+			pthread_mutex_unlock(&q->lock);
+		n = pread(fd, buf, len, off);
+		n = n < 0 ? -errno : n;
+		if (tries < READ_RETRIES)
+			pthread_mutex_lock(&q->lock);
+		if (n < 0)
+			break;
+		if (f && f->seq != seq)
+			continue; /* a chunk landed while we read: read again */
+		if (dirty || (f && f->dirty))
+			n = overlay(f, buf, len, off, n);
+		break;
+	}
+	readgate_leave(&q->gate, now_ns());
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+int wq_truncate(struct wq *q, struct wq_file *f, off_t size)
+{
+	int r;
+
+	pthread_mutex_lock(&q->lock);
+	if (!f->dirty) {
+		/* Nothing queued: order is trivially kept, truncate now. */
+		pthread_mutex_unlock(&q->lock);
+		return ftruncate(f->fd, size) < 0 ? -errno : 0;
+	}
+	q->queued -= f->map.bytes;
+	extmap_truncate(&f->map, size);
+	q->queued += f->map.bytes;
+	if (!f->has_trunc || size < f->trunc_floor)
+		f->trunc_floor = MIN(size, f->size);
+	f->has_trunc = true;
+	f->trunc_size = size;
+	f->size = size;
+	f->seq++;
+	now_realtime(&f->times[1]);
+	f->times[0].tv_nsec = UTIME_OMIT;
+	f->times_set = true;
+	pthread_cond_signal(&q->work);
+	pthread_cond_broadcast(&q->space);
+	r = f->error;
+	pthread_mutex_unlock(&q->lock);
+	return r;
+}
+
+int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
+{
+	pthread_mutex_lock(&q->lock);
+	if (!f->dirty) {
+		pthread_mutex_unlock(&q->lock);
+		return futimens(f->fd, tv) < 0 ? -errno : 0;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (tv[i].tv_nsec == UTIME_NOW)
+			now_realtime(&f->times[i]);
+		else if (tv[i].tv_nsec != UTIME_OMIT || !f->times_set)
+			f->times[i] = tv[i];
+	}
+	f->times_set = true;
+	pthread_mutex_unlock(&q->lock);
+	return 0;
+}
+
+int wq_flush_file(struct wq *q, struct wq_file *f)
+{
+	int r;
+
+	pthread_mutex_lock(&q->lock);
+	if (f->dirty) {
+		/* Jump the queue: whoever waits on this file goes first. */
+		f->urgent++;
+		g_queue_unlink(&q->dirty, &f->link);
+		g_queue_push_head_link(&q->dirty, &f->link);
+		pthread_cond_broadcast(&q->work);
+		while (f->dirty && !f->error)
+			timed_wait(&q->done, &q->lock, IDLE_WAIT_NS);
+		f->urgent--;
+	}
+	r = f->error;
+	pthread_mutex_unlock(&q->lock);
+	return r;
+}
+
+int wq_fsync(struct wq *q, struct wq_file *f, bool datasync)
+{
+	int r = wq_flush_file(q, f);
+
+	if (r < 0)
+		return r;
+	r = datasync ? fdatasync(f->fd) : fsync(f->fd);
+	return r < 0 ? -errno : 0;
+}
+
+int wq_error(struct wq *q, struct wq_file *f)
+{
+	int r;
+
+	pthread_mutex_lock(&q->lock);
+	r = f->error;
+	pthread_mutex_unlock(&q->lock);
+	return r;
+}
+
+bool wq_file_unlinked(struct wq_file *f)
+{
+	struct stat st;
+
+	return fstat(f->fd, &st) == 0 && st.st_nlink == 0;
+}
+
+void wq_drop(struct wq *q, struct wq_file *f)
+{
+	pthread_mutex_lock(&q->lock);
+	if (f->dirty) {
+		q->queued -= f->map.bytes;
+		extmap_truncate(&f->map, 0);
+		f->has_trunc = false;
+		f->times_set = false;
+		f->error = 0;
+		pthread_cond_broadcast(&q->space);
+		pthread_cond_broadcast(&q->done);
+		file_clean(q, f); /* now, or when the chunk in flight ends */
+	}
+	unlock_and_release(q);
+}
+
+void wq_fix_stat(struct wq *q, struct wq_file *f, struct stat *st)
+{
+	pthread_mutex_lock(&q->lock);
+	if (f->dirty) {
+		st->st_size = f->size;
+		if (f->times_set && f->times[1].tv_nsec != UTIME_OMIT)
+			st->st_mtim = f->times[1];
+		if (f->times_set && f->times[0].tv_nsec != UTIME_OMIT)
+			st->st_atim = f->times[0];
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
+void wq_fix_statvfs(struct wq *q, struct statvfs *sv)
+{
+	uint64_t bs = sv->f_frsize ? sv->f_frsize : sv->f_bsize;
+	uint64_t blocks;
+
+	pthread_mutex_lock(&q->lock);
+	blocks = q->queued ? reservation(q, q->queued, q->dirty.length) / bs : 0;
+	pthread_mutex_unlock(&q->lock);
+	sv->f_bfree = sv->f_bfree > blocks ? sv->f_bfree - blocks : 0;
+	sv->f_bavail = sv->f_bavail > blocks ? sv->f_bavail - blocks : 0;
+}
+
+void wq_get_stats(struct wq *q, struct wq_stats *st)
+{
+	pthread_mutex_lock(&q->lock);
+	*st = (struct wq_stats){.queued_bytes = q->queued,
+				.flushed_bytes = q->flushed_bytes,
+				.chunks = q->chunks,
+				.bw_bps = q->pacer.bw_bps,
+				.dirty_files = q->dirty.length};
+	for (GList *l = q->dirty.head; l; l = l->next)
+		st->failing_files += ((struct wq_file *)l->data)->error != 0;
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* ---- flushers ---- */
+
+/* Called with the lock held: the next file to work on, or NULL with *wait_ns
+ * set to how long nothing can happen. */
+static struct wq_file *pick_file(struct wq *q, int64_t now, int64_t *wait_ns)
+{
+	*wait_ns = IDLE_WAIT_NS;
+	for (GList *l = q->dirty.head; l; l = l->next) {
+		struct wq_file *f = l->data;
+		if (f->in_flight)
+			continue;
+		if (f->error && f->retry_at_ns > now) {
+			*wait_ns = MIN(*wait_ns, f->retry_at_ns - now);
+			continue;
+		}
+		if (f->has_trunc || !extmap_empty(&f->map))
+			return f;
+	}
+	return NULL;
+}
+
+static int write_all(int fd, struct iovec *iov, int niov, off_t off)
+{
+	while (niov > 0) {
+		ssize_t n = pwritev(fd, iov, niov, off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		off += n;
+		while (niov > 0 && (size_t)n >= iov->iov_len) {
+			n -= (ssize_t)iov->iov_len;
+			iov++;
+			niov--;
+		}
+		if (niov > 0) {
+			iov->iov_base = (char *)iov->iov_base + n;
+			iov->iov_len -= (size_t)n;
+		}
+	}
+	return 0;
+}
+
+static int write_chunk(int fd, struct iovec *iov, int niov, off_t off, size_t len)
+{
+	int r = write_all(fd, iov, niov, off);
+
+	if (r == 0 && sync_file_range(fd, off, (off_t)len,
+				      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+					      SYNC_FILE_RANGE_WAIT_AFTER) < 0)
+		r = -errno;
+	return r;
+}
+
+static int apply_truncate(int fd, off_t floor, off_t size)
+{
+	if (ftruncate(fd, floor) < 0)
+		return -errno;
+	if (size != floor && ftruncate(fd, size) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Called with the lock held after a failed step. */
+static void note_failure(struct wq *q, struct wq_file *f, int err, const char *what)
+{
+	char path[256];
+	int64_t backoff = RETRY_MIN_NS << MIN(f->failures, 10u);
+
+	f->failures++;
+	f->retry_at_ns = now_ns() + MIN(backoff, RETRY_MAX_NS);
+	if (f->error != err || f->failures == 1)
+		sm_err("%s of %s failed: %s (%" G_GUINT64_FORMAT " bytes stay queued)", what,
+		       file_path(f, path, sizeof(path)), g_strerror(-err), f->map.bytes);
+	f->error = err;
+	pthread_cond_broadcast(&q->space);
+}
+
+static void note_success(struct wq_file *f)
+{
+	char path[256];
+
+	if (f->error)
+		sm_info("%s: writes succeed again", file_path(f, path, sizeof(path)));
+	f->error = 0;
+	f->failures = 0;
+}
+
+/* Called with the lock held; drops and retakes it around the I/O. */
+static void flush_truncate(struct wq *q, struct wq_file *f)
+{
+	off_t floor = f->trunc_floor, size = f->trunc_size;
+	int r;
+
+	f->has_trunc = false;
+	f->in_flight = true;
+	pthread_mutex_unlock(&q->lock);
+	r = apply_truncate(f->fd, floor, size);
+	pthread_mutex_lock(&q->lock);
+	f->in_flight = false;
+	if (r < 0) {
+		if (!f->has_trunc) {
+			f->has_trunc = true;
+			f->trunc_floor = floor;
+			f->trunc_size = size;
+		} else {
+			f->trunc_floor = MIN(f->trunc_floor, floor);
+		}
+		note_failure(q, f, r, "truncate");
+	} else {
+		note_success(f);
+		f->seq++;
+	}
+}
+
+/* Called with the lock held; drops and retakes it around the I/O. */
+static void flush_chunk(struct wq *q, struct wq_file *f)
+{
+	struct iovec iov[FLUSH_IOV_MAX];
+	unsigned id = ++q->next_flight ? q->next_flight : ++q->next_flight;
+	int niov, r;
+	off_t off;
+	size_t len;
+	int64_t t0, t1;
+
+	len = extmap_take(&f->map, f->cursor, pacer_chunk_bytes(&q->pacer), id, iov,
+			  FLUSH_IOV_MAX, &niov, &off);
+	if (!len)
+		return;
+	f->in_flight = true;
+	q->nflying++;
+	/* Round robin between files, unless someone waits on this one. */
+	if (!f->urgent) {
+		g_queue_unlink(&q->dirty, &f->link);
+		g_queue_push_tail_link(&q->dirty, &f->link);
+	}
+	pthread_mutex_unlock(&q->lock);
+	t0 = now_ns();
+	r = write_chunk(f->fd, iov, niov, off, len);
+	t1 = now_ns();
+	pthread_mutex_lock(&q->lock);
+	f->in_flight = false;
+	q->nflying--;
+	if (r < 0) {
+		extmap_abort(&f->map, id, off, len);
+		note_failure(q, f, r, "write");
+		return;
+	}
+	note_success(f);
+	q->queued -= extmap_complete(&f->map, id, off, len);
+	f->cursor = off + (off_t)len;
+	f->seq++;
+	q->flushed_bytes += len;
+	q->chunks++;
+	pacer_done(&q->pacer, len, t0, t1);
+	pthread_cond_broadcast(&q->space);
+}
+
+/* Called with the lock held: keep the lower filesystem's metadata flushed too. */
+static void maybe_syncfs(struct wq *q, int64_t now)
+{
+	if (now - q->last_syncfs_ns < SYNCFS_INTERVAL_NS)
+		return;
+	q->last_syncfs_ns = now;
+	pthread_mutex_unlock(&q->lock);
+	syncfs(q->root_fd);
+	pthread_mutex_lock(&q->lock);
+	refresh_avail(q);
+}
+
+static void *flusher_main(void *arg)
+{
+	struct wq *q = arg;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_mutex_lock(&q->lock);
+	while (!q->stopping) {
+		int64_t now = now_ns(), wait_ns, hold_ns;
+		struct wq_file *f = pick_file(q, now, &wait_ns);
+
+		if (!f) {
+			timed_wait(&q->work, &q->lock, wait_ns);
+			continue;
+		}
+		hold_ns = MAX(readgate_wait_ns(&q->gate, now), pacer_delay_ns(&q->pacer, now));
+		if (hold_ns > 0) {
+			timed_wait(&q->work, &q->lock, hold_ns);
+			continue;
+		}
+		if (f->has_trunc)
+			flush_truncate(q, f);
+		else
+			flush_chunk(q, f);
+		file_clean(q, f);
+		pthread_cond_broadcast(&q->done);
+		maybe_syncfs(q, now_ns());
+		unlock_and_release(q);
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int wq_start(struct wq *q)
+{
+	q->nthreads = q->opts.flushers;
+	q->threads = g_new0(pthread_t, q->nthreads);
+	for (unsigned i = 0; i < q->nthreads; i++) {
+		char name[16];
+		int r = pthread_create(&q->threads[i], NULL, flusher_main, q);
+		if (r != 0) {
+			q->nthreads = i;
+			return -r;
+		}
+		snprintf(name, sizeof(name), "sm-flush-%u", i % 100);
+		pthread_setname_np(q->threads[i], name);
+	}
+	return 0;
+}
+
+/* Called with the lock held: log what could not be written. */
+static void report_lost(struct wq *q)
+{
+	char path[256];
+
+	for (GList *l = q->dirty.head; l; l = l->next) {
+		struct wq_file *f = l->data;
+		sm_err("%s: %" G_GUINT64_FORMAT " bytes could not be written (%s); they are lost",
+		       file_path(f, path, sizeof(path)), f->map.bytes, g_strerror(-f->error));
+	}
+}
+
+static bool all_gave_up(const struct wq *q)
+{
+	for (GList *l = q->dirty.head; l; l = l->next) {
+		const struct wq_file *f = l->data;
+		if (!f->error || f->failures < DRAIN_GIVEUP_FAILURES)
+			return false;
+	}
+	return true;
+}
+
+void wq_drain(struct wq *q)
+{
+	int64_t last_log = now_ns();
+
+	pthread_mutex_lock(&q->lock);
+	if (q->queued)
+		sm_info("draining %" G_GUINT64_FORMAT " queued bytes to the medium", q->queued);
+	while (!g_queue_is_empty(&q->dirty)) {
+		if (all_gave_up(q)) {
+			report_lost(q);
+			break;
+		}
+		if (now_ns() - last_log >= DRAIN_LOG_INTERVAL_NS) {
+			last_log = now_ns();
+			sm_info("draining: %" G_GUINT64_FORMAT " bytes left in %u files",
+				q->queued, q->dirty.length);
+		}
+		/* Exit must not wait out a long retry backoff. */
+		for (GList *l = q->dirty.head; l; l = l->next)
+			((struct wq_file *)l->data)->retry_at_ns =
+				MIN(((struct wq_file *)l->data)->retry_at_ns, now_ns() + RETRY_MIN_NS);
+		pthread_cond_broadcast(&q->work);
+		timed_wait(&q->done, &q->lock, RETRY_MIN_NS);
+	}
+	pthread_mutex_unlock(&q->lock);
+	syncfs(q->root_fd);
+}
+
+void wq_free(struct wq *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->stopping = true;
+	pthread_cond_broadcast(&q->work);
+	pthread_mutex_unlock(&q->lock);
+	for (unsigned i = 0; i < q->nthreads; i++)
+		pthread_join(q->threads[i], NULL);
+	g_free(q->threads);
+	g_ptr_array_free(q->to_release, TRUE);
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->space);
+	pthread_cond_destroy(&q->work);
+	pthread_cond_destroy(&q->done);
+	g_free(q);
+}
