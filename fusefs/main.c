@@ -71,7 +71,8 @@ static int serve(struct slowmedia *fs, struct fuse_args *args,
 		fuse_loop_cfg_set_clone_fd(loop, cmd->clone_fd);
 		if (cmd->max_threads > 0 && cmd->max_threads <= MAX_THREADS_LIMIT)
 			fuse_loop_cfg_set_max_threads(loop, cmd->max_threads);
-		fuse_loop_cfg_set_idle_threads(loop, cmd->max_idle_threads);
+		if (cmd->max_idle_threads <= MAX_THREADS_LIMIT)
+			fuse_loop_cfg_set_idle_threads(loop, cmd->max_idle_threads);
 		r = fuse_session_loop_mt(se, loop);
 		fuse_loop_cfg_destroy(loop);
 	}
@@ -139,7 +140,8 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "%s: cannot start the flusher threads\n", prog);
 		goto out_table;
 	}
-	cmd.max_idle_threads = cmd.max_idle_threads ? cmd.max_idle_threads : MAX_IDLE_THREADS;
+	if (cmd.max_idle_threads == 0 || cmd.max_idle_threads > MAX_THREADS_LIMIT)
+		cmd.max_idle_threads = MAX_IDLE_THREADS;
 	r = serve(&fs, &args, &cmd);
 out_table:
 	wq_free(fs.wq);

@@ -1,15 +1,20 @@
 /*
  * DESIGN: pacing. A flusher writes one chunk and waits for it to reach the
- * medium, so the chunk's duration is a clean bandwidth sample (EWMA, 30% new).
- * The next chunk is sized so it takes about latency= on the medium: a read that
- * arrives behind it waits at most that long. rate= is a token bucket whose
+ * medium, so the chunk's duration is a clean bandwidth sample. The estimate
+ * follows a slower sample at once (75% new) and a faster one slowly (EWMA, 30%
+ * new), and a chunk may at most double the previous one: an early sample can be
+ * flattered by a device cache or a throttle's initial burst, and an
+ * overestimate costs reads a long wait, an underestimate only a little
+ * throughput. The next chunk is sized so it takes about latency= on the medium:
+ * a read that arrives behind it waits at most that long. rate= is a token bucket whose
  * burst is one chunk. The read gate holds flushers back while reads are in
  * flight and for read_grace= after the last one. All functions take the time
  * as an argument; the caller (queue.c) holds its lock.
  */
 #include "pacer.h"
 
-#define EWMA_NEW_PCT 30
+#define EWMA_UP_NEW_PCT 30
+#define EWMA_DOWN_NEW_PCT 75
 
 void pacer_init(struct pacer *p, uint64_t rate_bps, unsigned latency_ms)
 {
@@ -32,6 +37,8 @@ size_t pacer_chunk_bytes(const struct pacer *p)
 	if (!bw)
 		return CHUNK_MIN_BYTES;
 	bytes = bw * (uint64_t)p->latency_ns / NSEC_PER_SEC;
+	if (p->last_chunk && bytes > 2 * (uint64_t)p->last_chunk)
+		bytes = 2 * (uint64_t)p->last_chunk;
 	if (bytes < CHUNK_MIN_BYTES)
 		return CHUNK_MIN_BYTES;
 	if (bytes > CHUNK_MAX_BYTES)
@@ -52,9 +59,9 @@ void pacer_done(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns)
 
 	if (took > 0 && bytes >= CHUNK_MIN_BYTES / 2) {
 		uint64_t sample = (uint64_t)bytes * NSEC_PER_SEC / (uint64_t)took;
-		p->bw_bps = p->bw_bps ? (p->bw_bps * (100 - EWMA_NEW_PCT) +
-					 sample * EWMA_NEW_PCT) / 100
-				      : sample;
+		unsigned pct = sample < p->bw_bps ? EWMA_DOWN_NEW_PCT : EWMA_UP_NEW_PCT;
+		p->bw_bps = p->bw_bps ? (p->bw_bps * (100 - pct) + sample * pct) / 100 : sample;
+		p->last_chunk = bytes;
 	}
 	if (p->rate_bps) {
 		/* Idle time earns no credit beyond one chunk's burst. */

@@ -13,6 +13,7 @@ struct pacer {
 	uint64_t rate_bps;   /* rate= cap; 0: none */
 	int64_t latency_ns;  /* latency= target for one chunk */
 	int64_t next_ok_ns;  /* token bucket: earliest start of the next chunk */
+	size_t last_chunk;   /* bytes of the last sampled chunk: growth is at most 2x */
 };
 
 void pacer_init(struct pacer *p, uint64_t rate_bps, unsigned latency_ms);

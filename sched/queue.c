@@ -46,12 +46,14 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #define FLUSH_IOV_MAX 64
+#define DIRECT_ALIGN 4096
 #define RETRY_MIN_NS (500 * NSEC_PER_MSEC)
 #define RETRY_MAX_NS (30 * NSEC_PER_SEC)
 #define SYNCFS_INTERVAL_NS NSEC_PER_SEC
@@ -65,6 +67,7 @@ struct wq_file {
 	struct wq *q;	/* immutable */
 	void *owner;	/* immutable */
 	int fd;		/* immutable: the flushers' lower fd */
+	int dfd;	/* immutable: O_DIRECT fd on the same file, or -1 */
 	struct extmap map;
 	off_t size;	  /* logical size; valid while dirty */
 	bool dirty;	  /* in q->dirty, owner held */
@@ -244,6 +247,20 @@ static int file_make_dirty(struct wq *q, struct wq_file *f)
 	return 0;
 }
 
+/*
+ * A second, O_DIRECT open of the file: the aligned middle of each chunk goes
+ * through it, so no page cache pages of the medium are dirty or under
+ * writeback for long. A global sync(2) waits on every page under writeback of
+ * a filesystem and would chase a buffered flusher to the end of its file.
+ */
+static int open_direct(int fd)
+{
+	char proc[32];
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return open(proc, O_WRONLY | O_DIRECT | O_CLOEXEC);
+}
+
 struct wq_file *wq_file_attach(struct wq *q, struct wq_file **slot, void *owner, int fd)
 {
 	struct wq_file *f;
@@ -257,6 +274,7 @@ struct wq_file *wq_file_attach(struct wq *q, struct wq_file **slot, void *owner,
 			f->q = q;
 			f->owner = owner;
 			f->fd = dfd;
+			f->dfd = open_direct(dfd);
 			extmap_init(&f->map);
 			__atomic_store_n(slot, f, __ATOMIC_RELEASE);
 		}
@@ -270,6 +288,8 @@ void wq_file_free(struct wq_file *f)
 	if (!f)
 		return;
 	extmap_clear(&f->map);
+	if (f->dfd >= 0)
+		close(f->dfd);
 	close(f->fd);
 	g_free(f);
 }
@@ -627,14 +647,50 @@ static int write_all(int fd, struct iovec *iov, int niov, off_t off)
 	return 0;
 }
 
-static int write_chunk(int fd, struct iovec *iov, int niov, off_t off, size_t len)
+static int write_buffered(int fd, struct iovec *iov, int niov, off_t off, size_t len)
 {
 	int r = write_all(fd, iov, niov, off);
 
-	if (r == 0 && sync_file_range(fd, off, (off_t)len,
-				      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-					      SYNC_FILE_RANGE_WAIT_AFTER) < 0)
+	if (r == 0 && len && sync_file_range(fd, off, (off_t)len,
+					     SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+						     SYNC_FILE_RANGE_WAIT_AFTER) < 0)
 		r = -errno;
+	return r;
+}
+
+/* The aligned middle of a chunk through the O_DIRECT fd, the ragged ends
+ * buffered and waited for; everything buffered when there is no middle. */
+static int write_chunk(struct wq_file *f, struct iovec *iov, int niov, off_t off,
+		       size_t len)
+{
+	off_t end = off + (off_t)len;
+	off_t a0 = (off + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+	off_t a1 = end / DIRECT_ALIGN * DIRECT_ALIGN;
+	char *bounce;
+	size_t pos = 0;
+	int r = 0;
+
+	if (f->dfd < 0 || a1 - a0 < DIRECT_ALIGN)
+		return write_buffered(f->fd, iov, niov, off, len);
+	if (posix_memalign((void **)&bounce, DIRECT_ALIGN, len) != 0)
+		return write_buffered(f->fd, iov, niov, off, len);
+	for (int i = 0; i < niov; i++) {
+		memcpy(bounce + pos, iov[i].iov_base, iov[i].iov_len);
+		pos += iov[i].iov_len;
+	}
+	if (a0 > off)
+		r = write_buffered(f->fd, &(struct iovec){bounce, (size_t)(a0 - off)}, 1, off,
+				   (size_t)(a0 - off));
+	if (r == 0)
+		r = write_all(f->dfd, &(struct iovec){bounce + (a0 - off), (size_t)(a1 - a0)}, 1,
+			      a0);
+	if (r == -EINVAL) /* the lower filesystem refuses this direct write */
+		r = write_buffered(f->fd, &(struct iovec){bounce + (a0 - off), (size_t)(a1 - a0)},
+				   1, a0, (size_t)(a1 - a0));
+	if (r == 0 && end > a1)
+		r = write_buffered(f->fd, &(struct iovec){bounce + (a1 - off), (size_t)(end - a1)},
+				   1, a1, (size_t)(end - a1));
+	free(bounce);
 	return r;
 }
 
@@ -722,7 +778,7 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 	}
 	pthread_mutex_unlock(&q->lock);
 	t0 = now_ns();
-	r = write_chunk(f->fd, iov, niov, off, len);
+	r = write_chunk(f, iov, niov, off, len);
 	t1 = now_ns();
 	pthread_mutex_lock(&q->lock);
 	f->in_flight = false;
