@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(build-essential pkg-config meson ninja-build
       libfuse3-dev fuse3 libglib2.0-dev libev-dev check
       e2fsprogs util-linux attr acl kmod psmisc procps
-      fio dbench bonnie++ fusefat python3)
+      fio dbench bonnie++ fusefat dosfstools python3)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,60 @@
+/* slowdev internals shared by slowdev.c (main), ops.c (FUSE) and queue.c (the head). */
+#pragma once
+#include <fuse_lowlevel.h>
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <syslog.h>
+
+#include "drive.h"
+
+/* Inode numbers of the fixed tree. */
+enum {
+	SD_INO_ROOT = FUSE_ROOT_ID,
+	SD_INO_DISK,
+	SD_INO_CTL,
+	SD_INO_STATS,
+};
+
+/* One request to the drive, owned by the queue until answered. */
+struct sd_req {
+	fuse_req_t req;
+	enum sd_op op;
+	uint64_t off;
+	size_t len;
+	char *data; /* SD_WRITE: a copy of the data (the loop reuses its buffer) */
+	uint64_t arrival_ns; /* when the FUSE loop got it */
+};
+
+/*
+ * Lock order: there is one lock, sd->lock. It is never held across I/O, a
+ * sleep of the model or a FUSE reply.
+ */
+struct slowdev {
+	int image_fd;  /* read-only after start */
+	uint64_t size; /* bytes, fixed */
+	bool foreground, debug;
+	uint64_t start_ns;	    /* CLOCK_MONOTONIC at start */
+	struct timespec start_time; /* wall clock, for the attributes of ctl and stats */
+
+	GMutex lock;
+	GCond wake;	       /* the head waits on it: new request, ctl change, quit */
+	struct sd_drive drive; /* under lock */
+	GQueue queue;	       /* of struct sd_req *, under lock */
+	bool quit;	       /* under lock */
+	GThread *head;
+	uint64_t head_free_ns; /* when the head answered its last request; head only */
+};
+
+uint64_t sd_now_ns(void);
+void sd_log(const struct slowdev *sd, int prio, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* queue.c */
+void sd_queue_start(struct slowdev *sd);
+void sd_queue_stop(struct slowdev *sd);
+struct sd_req *sd_req_new(fuse_req_t req, enum sd_op op, uint64_t off, size_t len);
+void sd_queue_submit(struct slowdev *sd, struct sd_req *r);
+
+/* ops.c */
+extern const struct fuse_lowlevel_ops sd_ops;
