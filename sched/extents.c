@@ -4,9 +4,10 @@
  * Invariants: extents never overlap; each references a slice of a refcounted
  * buffer; m->bytes is the sum of their lengths (what the queue accounts).
  * Overwriting trims, splits or removes older extents; split pieces share the
- * buffer (refs), so a chunk in flight can be overwritten without copying: the
- * flusher's iovecs keep pointing at the old buffer, which is freed only when
- * its last piece goes. A piece keeps its flight id, so completing a chunk
+ * buffer (refs), so a chunk in flight can be overwritten without copying: a
+ * taken chunk pins its buffers (one reference each, in m->pinned, dropped at
+ * complete/abort), so the flusher's iovecs stay valid and a pinned buffer is
+ * never grown in place by an append. A piece keeps its flight id, so completing a chunk
  * removes exactly what is left of it, and newer data is never dropped.
  *
  * Threads: none here; the caller (queue.c) holds its lock around every call.
@@ -36,19 +37,44 @@ static void extent_free(gpointer p)
 	g_free(e);
 }
 
+static void unpin_all(gpointer p)
+{
+	GPtrArray *bufs = p;
+
+	for (guint i = 0; i < bufs->len; i++)
+		buf_unref(bufs->pdata[i]);
+	g_ptr_array_free(bufs, TRUE);
+}
+
 void extmap_init(struct extmap *m)
 {
 	/* Keys point into the extent itself, so only the value is destroyed. */
 	m->tree = g_tree_new_full(off_cmp, NULL, NULL, extent_free);
 	m->bytes = 0;
+	m->pinned = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, unpin_all);
 }
 
 void extmap_clear(struct extmap *m)
 {
 	if (m->tree)
 		g_tree_destroy(m->tree);
+	if (m->pinned)
+		g_hash_table_destroy(m->pinned);
 	m->tree = NULL;
+	m->pinned = NULL;
 	m->bytes = 0;
+}
+
+static void pin(struct extmap *m, unsigned flight, struct ext_buf *b)
+{
+	GPtrArray *bufs = g_hash_table_lookup(m->pinned, GUINT_TO_POINTER(flight));
+
+	if (!bufs) {
+		bufs = g_ptr_array_new();
+		g_hash_table_insert(m->pinned, GUINT_TO_POINTER(flight), bufs);
+	}
+	b->refs++;
+	g_ptr_array_add(bufs, b);
 }
 
 static void insert(struct extmap *m, struct extent *e)
@@ -241,6 +267,7 @@ size_t extmap_take(struct extmap *m, off_t from, size_t max, unsigned flight,
 		if (*niov == 0)
 			*off = e->off;
 		e->flight = flight;
+		pin(m, flight, e->buf);
 		iov[*niov].iov_base = e->buf->data + e->boff;
 		iov[*niov].iov_len = e->len;
 		(*niov)++;
@@ -273,6 +300,7 @@ uint64_t extmap_complete(struct extmap *m, unsigned flight, off_t off, size_t le
 		dropped += e->len;
 		remove_extent(m, e);
 	}
+	g_hash_table_remove(m->pinned, GUINT_TO_POINTER(flight));
 	return dropped;
 }
 
@@ -282,4 +310,5 @@ void extmap_abort(struct extmap *m, unsigned flight, off_t off, size_t len)
 
 	for (guint i = 0; i < hits->len; i++)
 		((struct extent *)hits->pdata[i])->flight = 0;
+	g_hash_table_remove(m->pinned, GUINT_TO_POINTER(flight));
 }

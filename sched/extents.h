@@ -25,6 +25,7 @@ struct extent {
 struct extmap {
 	GTree *tree;	/* off -> struct extent, non-overlapping */
 	uint64_t bytes; /* sum of extent lengths */
+	GHashTable *pinned; /* flight id -> GPtrArray of ext_buf the chunk's iovecs use */
 };
 
 void extmap_init(struct extmap *m);

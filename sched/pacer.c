@@ -13,6 +13,7 @@
  */
 #include "pacer.h"
 
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define EWMA_UP_NEW_PCT 30
 #define EWMA_DOWN_NEW_PCT 75
 
@@ -36,7 +37,9 @@ size_t pacer_chunk_bytes(const struct pacer *p)
 
 	if (!bw)
 		return CHUNK_MIN_BYTES;
-	bytes = bw * (uint64_t)p->latency_ns / NSEC_PER_SEC;
+	/* 128 bits: 60 s of latency times a fast disk overflows 64. */
+	bytes = (uint64_t)MIN((unsigned __int128)bw * (uint64_t)p->latency_ns / NSEC_PER_SEC,
+			      (unsigned __int128)CHUNK_MAX_BYTES);
 	if (p->last_chunk && bytes > 2 * (uint64_t)p->last_chunk)
 		bytes = 2 * (uint64_t)p->last_chunk;
 	if (bytes < CHUNK_MIN_BYTES)

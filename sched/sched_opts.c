@@ -154,6 +154,8 @@ int sched_opts_handle(struct sched_opts *o, const char *opt, GPtrArray *errors)
 	}
 	if (!g_strv_contains(valued, key))
 		return 0;
+	if (!val && strcmp(key, "group") == 0)
+		return 0; /* bare "group" is an fstab key (mount by group members) */
 	if (!val || !*val) {
 		add_err(errors, "%s: needs a value (%s=...)", key, key);
 		return 1;

@@ -1,0 +1,976 @@
+/* The extent map: directed cases, then random operations checked against a byte model. */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "extents.h"
+
+#define NO_COALESCE 0
+#define BIG_COALESCE (1u << 20)
+
+/* Each write is tagged; the byte at file offset pos written by tag t is pat(t, pos).
+ * Tag 0 stands for the bytes already on the medium. */
+static uint8_t pat(int tag, off_t pos)
+{
+	return (uint8_t)(tag * 37 + pos * 7 + (pos >> 8));
+}
+
+static void put(struct extmap *m, off_t off, size_t len, int tag, size_t coalesce)
+{
+	g_autofree uint8_t *d = g_malloc(len ? len : 1);
+
+	for (size_t i = 0; i < len; i++)
+		d[i] = pat(tag, off + (off_t)i);
+	extmap_write(m, off, d, len, coalesce);
+}
+
+struct walk {
+	GPtrArray *ext;
+};
+
+static gboolean collect(gpointer key, gpointer value, gpointer data)
+{
+	(void)key;
+	g_ptr_array_add(data, value);
+	return FALSE;
+}
+
+static GPtrArray *extents_of(const struct extmap *m)
+{
+	GPtrArray *a = g_ptr_array_new();
+
+	g_tree_foreach(m->tree, collect, a);
+	return a;
+}
+
+/* Sorted, non-overlapping, non-empty extents whose lengths sum to m->bytes. */
+static void check_map(const struct extmap *m)
+{
+	g_autoptr(GPtrArray) a = extents_of(m);
+	uint64_t sum = 0;
+	off_t prev_end = -1;
+
+	for (guint i = 0; i < a->len; i++) {
+		const struct extent *e = a->pdata[i];
+
+		if (e->len == 0 || e->off < prev_end || e->boff + e->len > e->buf->size)
+			ck_abort_msg("bad extent %lld+%zu (boff %zu, buffer %zu, "
+				     "previous end %lld)",
+				     (long long)e->off, e->len, e->boff, e->buf->size,
+				     (long long)prev_end);
+		prev_end = e->off + (off_t)e->len;
+		sum += e->len;
+	}
+	if (m->bytes != sum || extmap_end(m) != (a->len ? prev_end : 0))
+		ck_abort_msg(
+		    "bytes %llu, extents sum to %llu; end %lld, last extent ends at %lld",
+		    (unsigned long long)m->bytes, (unsigned long long)sum,
+		    (long long)extmap_end(m), (long long)(a->len ? prev_end : 0));
+}
+
+/* The extents, as "off+len" (with "*id" when in flight), space separated. */
+static char *layout(const struct extmap *m)
+{
+	g_autoptr(GPtrArray) a = extents_of(m);
+	GString *s = g_string_new(NULL);
+
+	for (guint i = 0; i < a->len; i++) {
+		const struct extent *e = a->pdata[i];
+
+		g_string_append_printf(s, "%s%lld+%zu", i ? " " : "", (long long)e->off,
+				       e->len);
+		if (e->flight)
+			g_string_append_printf(s, "*%u", e->flight);
+	}
+	return g_string_free(s, FALSE);
+}
+
+#define ck_layout(m, want)                                                               \
+	do {                                                                             \
+		g_autofree char *got_ = layout(m);                                       \
+		check_map(m);                                                            \
+		ck_assert_str_eq(got_, want);                                            \
+	} while (0)
+
+/* Overlay [off, off+len) on medium bytes (tag 0) and expect tag's bytes there. */
+static void ck_tag(const struct extmap *m, off_t off, size_t len, int tag)
+{
+	g_autofree uint8_t *b = g_malloc(len);
+
+	for (size_t i = 0; i < len; i++)
+		b[i] = pat(0, off + (off_t)i);
+	extmap_overlay(m, off, (char *)b, len);
+	for (size_t i = 0; i < len; i++)
+		if (b[i] != pat(tag, off + (off_t)i))
+			ck_abort_msg("byte %lld: got 0x%02x, want tag %d (0x%02x)",
+				     (long long)(off + (off_t)i), b[i], tag,
+				     pat(tag, off + (off_t)i));
+}
+
+/* iov holds tag's bytes for the file range starting at off. */
+static void ck_iov_tag(const struct iovec *iov, int niov, off_t off, int tag)
+{
+	for (int k = 0; k < niov; k++) {
+		const uint8_t *p = iov[k].iov_base;
+
+		for (size_t i = 0; i < iov[k].iov_len; i++, off++)
+			if (p[i] != pat(tag, off))
+				ck_abort_msg(
+				    "iov byte %lld: got 0x%02x, want tag %d (0x%02x)",
+				    (long long)off, p[i], tag, pat(tag, off));
+	}
+}
+
+static struct extent *extent_at(const struct extmap *m, off_t off)
+{
+	return g_tree_lookup(m->tree, &off);
+}
+
+START_TEST(test_empty)
+{
+	struct extmap m;
+	struct iovec iov[4];
+	int niov = -1;
+	off_t off = -1;
+
+	extmap_init(&m);
+	ck_assert(extmap_empty(&m));
+	ck_assert_int_eq(extmap_end(&m), 0);
+	ck_tag(&m, 0, 300, 0);
+	ck_assert_uint_eq(extmap_take(&m, 0, 4096, 1, iov, 4, &niov, &off), 0);
+	ck_assert_int_eq(niov, 0);
+	extmap_truncate(&m, 0);
+	put(&m, 10, 0, 1, BIG_COALESCE);
+	ck_layout(&m, "");
+	ck_assert(extmap_empty(&m));
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_write_into_empty)
+{
+	struct extmap m;
+
+	extmap_init(&m);
+	put(&m, 100, 100, 1, NO_COALESCE);
+	ck_layout(&m, "100+100");
+	ck_assert(!extmap_empty(&m));
+	ck_assert_uint_eq(m.bytes, 100);
+	ck_assert_int_eq(extmap_end(&m), 200);
+	ck_tag(&m, 0, 100, 0);
+	ck_tag(&m, 100, 100, 1);
+	ck_tag(&m, 200, 100, 0);
+	put(&m, 1000, 50, 2, NO_COALESCE);
+	ck_layout(&m, "100+100 1000+50");
+	ck_assert_int_eq(extmap_end(&m), 1050);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_overwrite_inside)
+{
+	struct extmap m;
+
+	extmap_init(&m);
+	put(&m, 0, 1000, 1, NO_COALESCE);
+	ck_layout(&m, "0+1000");
+	put(&m, 400, 200, 2, NO_COALESCE);
+	ck_layout(&m, "0+400 400+200 600+400");
+	ck_tag(&m, 0, 400, 1);
+	ck_tag(&m, 400, 200, 2);
+	ck_tag(&m, 600, 400, 1);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_overwrite_head_and_tail)
+{
+	struct extmap m;
+
+	extmap_init(&m);
+	put(&m, 100, 400, 1, NO_COALESCE);
+	put(&m, 0, 200, 2, NO_COALESCE); /* across the head */
+	ck_layout(&m, "0+200 200+300");
+	ck_tag(&m, 0, 200, 2);
+	ck_tag(&m, 200, 300, 1);
+	put(&m, 400, 300, 3, NO_COALESCE); /* across the tail */
+	ck_layout(&m, "0+200 200+200 400+300");
+	ck_tag(&m, 0, 200, 2);
+	ck_tag(&m, 200, 200, 1);
+	ck_tag(&m, 400, 300, 3);
+	ck_tag(&m, 700, 100, 0);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_overwrite_several)
+{
+	struct extmap m;
+
+	extmap_init(&m);
+	put(&m, 0, 100, 1, NO_COALESCE);
+	put(&m, 200, 100, 1, NO_COALESCE);
+	put(&m, 400, 100, 1, NO_COALESCE);
+	put(&m, 600, 100, 1, NO_COALESCE);
+	put(&m, 50, 400, 2, NO_COALESCE);
+	ck_layout(&m, "0+50 50+400 450+50 600+100");
+	ck_tag(&m, 0, 50, 1);
+	ck_tag(&m, 50, 400, 2);
+	ck_tag(&m, 450, 50, 1);
+	ck_tag(&m, 500, 100, 0);
+	ck_tag(&m, 600, 100, 1);
+	/* Covering everything from exactly the first start to exactly the last end. */
+	put(&m, 0, 700, 3, NO_COALESCE);
+	ck_layout(&m, "0+700");
+	ck_tag(&m, 0, 700, 3);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_overwrite_exact)
+{
+	struct extmap m;
+
+	extmap_init(&m);
+	put(&m, 100, 100, 1, NO_COALESCE);
+	put(&m, 300, 100, 1, NO_COALESCE);
+	put(&m, 100, 100, 2, NO_COALESCE);
+	ck_layout(&m, "100+100 300+100");
+	ck_tag(&m, 100, 100, 2);
+	ck_tag(&m, 300, 100, 1);
+	put(&m, 300, 100, 3, BIG_COALESCE);
+	ck_layout(&m, "100+100 300+100");
+	ck_tag(&m, 300, 100, 3);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_coalesce_appends)
+{
+	struct extmap m;
+
+	extmap_init(&m);
+	for (int i = 0; i < 10; i++)
+		put(&m, i * 100, 100, 1, 4096);
+	ck_layout(&m, "0+1000");
+	ck_tag(&m, 0, 1000, 1);
+	/* Not adjacent: a new extent. Writing just before an extent: no prepend. */
+	put(&m, 1001, 10, 2, 4096);
+	put(&m, 2000, 10, 3, 4096);
+	put(&m, 1990, 10, 4, 4096);
+	ck_layout(&m, "0+1000 1001+10 1990+10 2000+10");
+	/* Appending to the just-written extent after an overwrite in the middle. */
+	put(&m, 1011, 5, 5, 4096);
+	ck_layout(&m, "0+1000 1001+15 1990+10 2000+10");
+	ck_tag(&m, 0, 1000, 1);
+	ck_tag(&m, 1001, 10, 2);
+	ck_tag(&m, 1011, 5, 5);
+	ck_tag(&m, 1990, 10, 4);
+	ck_tag(&m, 2000, 10, 3);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_coalesce_max)
+{
+	struct extmap m;
+
+	extmap_init(&m);
+	for (int i = 0; i < 10; i++)
+		put(&m, i * 100, 100, 1, 250);
+	ck_layout(&m, "0+200 200+200 400+200 600+200 800+200");
+	ck_tag(&m, 0, 1000, 1);
+	extmap_clear(&m);
+
+	extmap_init(&m);
+	for (int i = 0; i < 4; i++)
+		put(&m, i * 100, 100, 1, 200);
+	ck_layout(&m, "0+200 200+200");
+	put(&m, 400, 100, 1, NO_COALESCE);
+	ck_layout(&m, "0+200 200+200 400+100");
+	extmap_clear(&m);
+}
+END_TEST
+
+/* Appends must not write into a buffer that another piece (or a trimmed tail) still uses.
+ */
+START_TEST(test_coalesce_shared_buffer)
+{
+	struct extmap m;
+
+	extmap_init(&m);
+	put(&m, 0, 100, 1, BIG_COALESCE);
+	put(&m, 40, 20, 2, BIG_COALESCE); /* [60,100) is a piece of the first buffer */
+	put(&m, 100, 100, 3, BIG_COALESCE);
+	put(&m, 200, 100, 4, BIG_COALESCE);
+	ck_tag(&m, 0, 40, 1);
+	ck_tag(&m, 40, 20, 2);
+	ck_tag(&m, 60, 40, 1);
+	ck_tag(&m, 100, 100, 3);
+	ck_tag(&m, 200, 100, 4);
+	check_map(&m);
+	extmap_clear(&m);
+
+	extmap_init(&m);
+	put(&m, 0, 100, 1, BIG_COALESCE);
+	extmap_truncate(&m, 50); /* the buffer still holds [50,100) of tag 1 */
+	put(&m, 50, 50, 2, BIG_COALESCE);
+	put(&m, 100, 50, 3, BIG_COALESCE);
+	ck_tag(&m, 0, 50, 1);
+	ck_tag(&m, 50, 50, 2);
+	ck_tag(&m, 100, 50, 3);
+	ck_tag(&m, 150, 50, 0);
+	check_map(&m);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_overlay_holes)
+{
+	struct extmap m;
+	char buf[64];
+
+	extmap_init(&m);
+	put(&m, 10, 5, 1, NO_COALESCE);
+	put(&m, 20, 5, 2, NO_COALESCE);
+	memset(buf, 'x', sizeof(buf));
+	extmap_overlay(&m, 12, buf, 10); /* [12,22): tail of one, hole, head of other */
+	for (int i = 0; i < 10; i++) {
+		off_t pos = 12 + i;
+		uint8_t want = pos < 15 ? pat(1, pos) : pos < 20 ? 'x' : pat(2, pos);
+		ck_assert_uint_eq((uint8_t)buf[i], want);
+	}
+	ck_assert_int_eq(buf[10], 'x');
+	memset(buf, 'y', sizeof(buf));
+	extmap_overlay(&m, 15, buf, 5);	     /* all hole */
+	extmap_overlay(&m, 25, buf + 5, 20); /* beyond the end */
+	extmap_overlay(&m, 0, buf + 25, 10); /* before the first extent */
+	for (int i = 0; i < 35; i++)
+		ck_assert_int_eq(buf[i], 'y');
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_truncate)
+{
+	struct extmap m;
+
+	extmap_init(&m);
+	put(&m, 0, 100, 1, NO_COALESCE);
+	put(&m, 200, 100, 2, NO_COALESCE);
+	put(&m, 300, 100, 3, NO_COALESCE);
+	extmap_truncate(&m, 1000); /* beyond the end */
+	ck_layout(&m, "0+100 200+100 300+100");
+	extmap_truncate(&m, 400); /* exactly the end */
+	ck_layout(&m, "0+100 200+100 300+100");
+	extmap_truncate(&m, 350); /* inside an extent */
+	ck_layout(&m, "0+100 200+100 300+50");
+	ck_assert_int_eq(extmap_end(&m), 350);
+	ck_tag(&m, 300, 50, 3);
+	extmap_truncate(&m, 300); /* at a boundary */
+	ck_layout(&m, "0+100 200+100");
+	extmap_truncate(&m, 150); /* in a hole */
+	ck_layout(&m, "0+100");
+	ck_assert_uint_eq(m.bytes, 100);
+	ck_tag(&m, 0, 100, 1);
+	ck_tag(&m, 100, 300, 0);
+	extmap_truncate(&m, 0);
+	ck_layout(&m, "");
+	ck_assert(extmap_empty(&m));
+	ck_assert_uint_eq(m.bytes, 0);
+	ck_assert_int_eq(extmap_end(&m), 0);
+	/* The map is usable again. */
+	put(&m, 5, 5, 4, BIG_COALESCE);
+	ck_layout(&m, "5+5");
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_take_contiguous)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+
+	extmap_init(&m);
+	put(&m, 0, 100, 1, NO_COALESCE);
+	put(&m, 100, 100, 2, NO_COALESCE);
+	put(&m, 200, 100, 3, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 7, iov, 8, &niov, &off), 300);
+	ck_assert_int_eq(off, 0);
+	ck_assert_int_eq(niov, 3);
+	ck_iov_tag(iov, 1, 0, 1);
+	ck_iov_tag(iov + 1, 1, 100, 2);
+	ck_iov_tag(iov + 2, 1, 200, 3);
+	ck_layout(&m, "0+100*7 100+100*7 200+100*7");
+	ck_assert_uint_eq(m.bytes, 300); /* in flight is still queued */
+	/* Everything in flight: nothing more to take. */
+	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 8, iov, 8, &niov, &off), 0);
+	ck_assert_int_eq(niov, 0);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_take_stops_at_gap)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+
+	extmap_init(&m);
+	put(&m, 0, 100, 1, NO_COALESCE);
+	put(&m, 101, 100, 2, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 1, iov, 8, &niov, &off), 100);
+	ck_assert_int_eq(off, 0);
+	ck_assert_int_eq(niov, 1);
+	ck_assert_uint_eq(extmap_take(&m, 100, 1000, 2, iov, 8, &niov, &off), 100);
+	ck_assert_int_eq(off, 101);
+	ck_iov_tag(iov, niov, 101, 2);
+	ck_layout(&m, "0+100*1 101+100*2");
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_take_splits_at_max)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+
+	extmap_init(&m);
+	put(&m, 0, 1000, 1, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 0, 300, 1, iov, 8, &niov, &off), 300);
+	ck_assert_int_eq(off, 0);
+	ck_assert_int_eq(niov, 1);
+	ck_assert_uint_eq(iov[0].iov_len, 300);
+	ck_iov_tag(iov, niov, 0, 1);
+	ck_layout(&m, "0+300*1 300+700");
+	ck_assert_uint_eq(m.bytes, 1000);
+	ck_assert_uint_eq(extmap_take(&m, 300, 300, 2, iov, 8, &niov, &off), 300);
+	ck_assert_int_eq(off, 300);
+	ck_iov_tag(iov, niov, 300, 1);
+	ck_layout(&m, "0+300*1 300+300*2 600+400");
+	ck_tag(&m, 0, 1000, 1);
+
+	/* Split in the second extent of a run. */
+	put(&m, 1000, 500, 2, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 600, 600, 3, iov, 8, &niov, &off), 600);
+	ck_assert_int_eq(off, 600);
+	ck_assert_int_eq(niov, 2);
+	ck_assert_uint_eq(iov[1].iov_len, 200);
+	ck_iov_tag(iov, 1, 600, 1);
+	ck_iov_tag(iov + 1, 1, 1000, 2);
+	ck_layout(&m, "0+300*1 300+300*2 600+400*3 1000+200*3 1200+300");
+	ck_tag(&m, 1000, 500, 2);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_take_niov_max)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+
+	extmap_init(&m);
+	for (int i = 0; i < 5; i++)
+		put(&m, i * 10, 10, i + 1, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 1, iov, 2, &niov, &off), 20);
+	ck_assert_int_eq(niov, 2);
+	ck_layout(&m, "0+10*1 10+10*1 20+10 30+10 40+10");
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_take_from_and_wrap)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+
+	extmap_init(&m);
+	put(&m, 0, 100, 1, NO_COALESCE);
+	put(&m, 500, 100, 2, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 300, 1000, 1, iov, 8, &niov, &off), 100);
+	ck_assert_int_eq(off, 500); /* first extent after from */
+	extmap_abort(&m, 1, 500, 100);
+	ck_assert_uint_eq(extmap_take(&m, 500, 1000, 1, iov, 8, &niov, &off), 100);
+	ck_assert_int_eq(off, 500); /* an extent exactly at from */
+	extmap_abort(&m, 1, 500, 100);
+	ck_assert_uint_eq(extmap_take(&m, 600, 1000, 1, iov, 8, &niov, &off), 100);
+	ck_assert_int_eq(off, 0); /* nothing at or after from: wrap */
+	ck_iov_tag(iov, niov, 0, 1);
+	extmap_abort(&m, 1, 0, 100);
+	ck_assert_uint_eq(extmap_take(&m, 1 << 20, 1000, 1, iov, 8, &niov, &off), 100);
+	ck_assert_int_eq(off, 0);
+	ck_layout(&m, "0+100*1 500+100");
+	/* Wrapped past the in-flight one to the next queued one. */
+	ck_assert_uint_eq(extmap_take(&m, 700, 1000, 2, iov, 8, &niov, &off), 100);
+	ck_assert_int_eq(off, 500);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_take_skips_in_flight)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+
+	extmap_init(&m);
+	put(&m, 0, 100, 1, NO_COALESCE);
+	put(&m, 100, 100, 2, NO_COALESCE);
+	put(&m, 200, 100, 3, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 0, 100, 1, iov, 8, &niov, &off), 100);
+	ck_assert_int_eq(off, 0);
+	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 2, iov, 8, &niov, &off), 200);
+	ck_assert_int_eq(off, 100);
+	ck_iov_tag(iov, 1, 100, 2);
+	ck_iov_tag(iov + 1, 1, 200, 3);
+	ck_layout(&m, "0+100*1 100+100*2 200+100*2");
+	extmap_clear(&m);
+
+	/* A run stops at an extent in flight. */
+	extmap_init(&m);
+	put(&m, 0, 100, 1, NO_COALESCE);
+	put(&m, 100, 100, 2, NO_COALESCE);
+	put(&m, 200, 100, 3, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 100, 100, 1, iov, 8, &niov, &off), 100);
+	ck_assert_int_eq(off, 100);
+	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 2, iov, 8, &niov, &off), 100);
+	ck_assert_int_eq(off, 0);
+	ck_layout(&m, "0+100*2 100+100*1 200+100");
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_complete)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+
+	extmap_init(&m);
+	put(&m, 0, 300, 1, NO_COALESCE);
+	put(&m, 400, 100, 2, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 0, 200, 1, iov, 8, &niov, &off), 200);
+	ck_assert_uint_eq(extmap_complete(&m, 1, off, 200), 200);
+	ck_layout(&m, "200+100 400+100");
+	ck_assert_uint_eq(m.bytes, 200);
+	ck_tag(&m, 0, 200, 0);
+	ck_tag(&m, 200, 100, 1);
+	/* Completing an id that is not in flight drops nothing. */
+	ck_assert_uint_eq(extmap_complete(&m, 9, 0, 1000), 0);
+	ck_layout(&m, "200+100 400+100");
+	extmap_clear(&m);
+}
+END_TEST
+
+/* Newer data written over a chunk in flight survives the chunk's completion. */
+START_TEST(test_overwrite_in_flight_then_complete)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+
+	extmap_init(&m);
+	put(&m, 0, 1000, 1, NO_COALESCE);
+	put(&m, 1000, 1000, 1, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 0, 1500, 5, iov, 8, &niov, &off), 1500);
+	ck_layout(&m, "0+1000*5 1000+500*5 1500+500");
+	put(&m, 200, 200, 2, NO_COALESCE);   /* inside */
+	put(&m, 900, 200, 3, NO_COALESCE);   /* across two in-flight pieces */
+	put(&m, 1400, 200, 4, BIG_COALESCE); /* across the chunk's end */
+	put(&m, 0, 50, 5, NO_COALESCE);	     /* across the head */
+	ck_layout(&m, "0+50 50+150*5 200+200 400+500*5 900+200 1100+300*5 1400+200 "
+		      "1600+400");
+	/* The flusher still writes the data it took. */
+	ck_iov_tag(iov, niov, 0, 1);
+	ck_assert_uint_eq(extmap_complete(&m, 5, off, 1500), 150 + 500 + 300);
+	ck_layout(&m, "0+50 200+200 900+200 1400+200 1600+400");
+	ck_tag(&m, 0, 50, 5);
+	ck_tag(&m, 50, 150, 0);
+	ck_tag(&m, 200, 200, 2);
+	ck_tag(&m, 400, 500, 0);
+	ck_tag(&m, 900, 200, 3);
+	ck_tag(&m, 1100, 300, 0);
+	ck_tag(&m, 1400, 200, 4);
+	ck_tag(&m, 1600, 400, 1);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_truncate_in_flight_then_complete)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+
+	extmap_init(&m);
+	put(&m, 0, 1000, 1, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 3, iov, 8, &niov, &off), 1000);
+	extmap_truncate(&m, 600);
+	put(&m, 600, 100, 2, BIG_COALESCE); /* must not append to the in-flight extent */
+	ck_layout(&m, "0+600*3 600+100");
+	ck_assert_uint_eq(extmap_complete(&m, 3, 0, 1000), 600);
+	ck_layout(&m, "600+100");
+	ck_tag(&m, 600, 100, 2);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_abort_requeues)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+
+	extmap_init(&m);
+	put(&m, 0, 1000, 1, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 0, 600, 1, iov, 8, &niov, &off), 600);
+	put(&m, 100, 100, 2, NO_COALESCE);
+	extmap_abort(&m, 1, off, 600);
+	ck_layout(&m, "0+100 100+100 200+400 600+400");
+	ck_assert_uint_eq(m.bytes, 1000);
+	ck_tag(&m, 0, 100, 1);
+	ck_tag(&m, 100, 100, 2);
+	ck_tag(&m, 200, 800, 1);
+	/* Taken again from the start: the same bytes, now with the newer data. */
+	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 2, iov, 8, &niov, &off), 1000);
+	ck_assert_int_eq(off, 0);
+	ck_iov_tag(iov, 1, 0, 1);
+	ck_iov_tag(iov + 1, 1, 100, 2);
+	ck_iov_tag(iov + 2, niov - 2, 200, 1);
+	/* Aborting another id leaves this chunk alone. */
+	extmap_abort(&m, 1, 0, 1000);
+	ck_layout(&m, "0+100*2 100+100*2 200+400*2 600+400*2");
+	ck_assert_uint_eq(extmap_complete(&m, 2, 0, 1000), 1000);
+	ck_layout(&m, "");
+	extmap_clear(&m);
+}
+END_TEST
+
+/*
+ * The flusher writes from the iovecs without the lock (queue.c flush_chunk), so
+ * the bytes it took must stay put however the map changes meanwhile: "the
+ * flusher keeps its own reference to the buffer" (extents.h).
+ */
+START_TEST(test_in_flight_buffer_survives_full_overwrite)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+
+	extmap_init(&m);
+	put(&m, 0, 1000, 1, NO_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 1, iov, 8, &niov, &off), 1000);
+	put(&m, 0, 1000, 2, NO_COALESCE);
+	ck_iov_tag(iov, niov, 0, 1);
+	ck_assert_uint_eq(extmap_complete(&m, 1, 0, 1000), 0);
+	ck_tag(&m, 0, 1000, 2);
+	extmap_clear(&m);
+}
+END_TEST
+
+START_TEST(test_in_flight_buffer_not_moved_by_append)
+{
+	struct extmap m;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+	const struct extent *tail;
+
+	extmap_init(&m);
+	put(&m, 0, 8192, 1, BIG_COALESCE);
+	ck_assert_uint_eq(extmap_take(&m, 0, 4096, 1, iov, 8, &niov, &off), 4096);
+	tail = extent_at(&m, 4096);
+	ck_assert_ptr_eq(tail->buf->data, iov[0].iov_base); /* one shared buffer */
+	put(&m, 0, 4096, 2, BIG_COALESCE);     /* the in-flight piece is overwritten */
+	put(&m, 8192, 65536, 3, BIG_COALESCE); /* appends to the tail's buffer */
+	tail = extent_at(&m, 4096);
+	ck_assert_msg(tail->buf->data == (char *)iov[0].iov_base,
+		      "the in-flight chunk's buffer was reallocated under the flusher");
+	extmap_clear(&m);
+}
+END_TEST
+
+/*
+ * Random operations against a byte model. A failure names its seed;
+ * EXTENTS_SEED=n reruns that seed alone.
+ */
+
+#define MODEL_SIZE (64 << 10)
+#define MODEL_OPS 4000
+#define MODEL_SEED 20240611u
+#define MAX_FLYING 3
+
+struct model {
+	uint8_t data[MODEL_SIZE];
+	uint8_t medium[MODEL_SIZE]; /* what overlay is laid over */
+	bool present[MODEL_SIZE];
+	unsigned owner[MODEL_SIZE]; /* flight id, 0: queued */
+};
+
+struct chunk {
+	unsigned id;
+	off_t off;
+	size_t len;
+};
+
+struct rnd {
+	struct extmap m;
+	struct model *md;
+	GRand *r;
+	guint32 seed;
+	int op;
+	struct chunk fly[MAX_FLYING];
+	int nfly;
+	unsigned next_id;
+};
+
+/* Check reports every passing assertion to the runner: too slow per byte. */
+#define ck_rnd(t, cond, fmt, ...)                                                        \
+	do {                                                                             \
+		if (!(cond))                                                             \
+			ck_abort_msg("seed %u op %d: " fmt, (t)->seed, (t)->op,          \
+				     ##__VA_ARGS__);                                     \
+	} while (0)
+
+static void rnd_check(struct rnd *t)
+{
+	static uint8_t buf[MODEL_SIZE];
+	g_autoptr(GPtrArray) a = extents_of(&t->m);
+	uint64_t present = 0;
+	off_t end = 0;
+
+	memcpy(buf, t->md->medium, MODEL_SIZE);
+	extmap_overlay(&t->m, 0, (char *)buf, MODEL_SIZE);
+	for (int i = 0; i < MODEL_SIZE; i++) {
+		uint8_t want = t->md->present[i] ? t->md->data[i] : t->md->medium[i];
+		ck_rnd(t, buf[i] == want, "overlay byte %d is 0x%02x, want 0x%02x", i,
+		       buf[i], want);
+		if (t->md->present[i]) {
+			present++;
+			end = i + 1;
+		}
+	}
+	ck_rnd(t, t->m.bytes == present, "bytes %llu, model %llu",
+	       (unsigned long long)t->m.bytes, (unsigned long long)present);
+	ck_rnd(t, extmap_end(&t->m) == end, "end %lld, model %lld",
+	       (long long)extmap_end(&t->m), (long long)end);
+	for (guint k = 0; k < a->len; k++) {
+		const struct extent *e = a->pdata[k];
+		for (size_t i = 0; i < e->len; i++) {
+			off_t p = e->off + (off_t)i;
+			ck_rnd(t,
+			       p < MODEL_SIZE && t->md->present[p] &&
+				   t->md->owner[p] == e->flight,
+			       "extent %lld+%zu (flight %u) at byte %lld disagrees with "
+			       "the model",
+			       (long long)e->off, e->len, e->flight, (long long)p);
+		}
+	}
+	check_map(&t->m);
+}
+
+static void rnd_write(struct rnd *t)
+{
+	static const size_t coalesce[] = {0, 512, 8192, BIG_COALESCE};
+	off_t off = g_rand_int_range(t->r, 0, MODEL_SIZE);
+	size_t len = (size_t)g_rand_int_range(t->r, 1, g_rand_boolean(t->r) ? 600 : 9000);
+	uint8_t d[9000];
+
+	/* Appends are common in real use: favour them. */
+	if (g_rand_int_range(t->r, 0, 3) == 0)
+		off = extmap_end(&t->m);
+	if (off + (off_t)len > MODEL_SIZE)
+		len = (size_t)(MODEL_SIZE - off);
+	if (len == 0)
+		return;
+	for (size_t i = 0; i < len; i++) {
+		d[i] = (uint8_t)g_rand_int(t->r);
+		t->md->data[off + (off_t)i] = d[i];
+		t->md->present[off + (off_t)i] = true;
+		t->md->owner[off + (off_t)i] = 0;
+	}
+	extmap_write(&t->m, off, d, len,
+		     coalesce[g_rand_int_range(t->r, 0, G_N_ELEMENTS(coalesce))]);
+}
+
+static void rnd_truncate(struct rnd *t)
+{
+	off_t size = g_rand_int_range(t->r, 0, MODEL_SIZE + 1);
+
+	if (g_rand_boolean(t->r))
+		size = MIN(extmap_end(&t->m), size + 1000);
+	for (off_t i = size; i < MODEL_SIZE; i++)
+		t->md->present[i] = false;
+	extmap_truncate(&t->m, size);
+}
+
+static void rnd_take(struct rnd *t)
+{
+	struct iovec iov[8];
+	off_t from = g_rand_int_range(t->r, 0, MODEL_SIZE + 1), off = -1;
+	size_t max = (size_t)g_rand_int_range(t->r, 1, 20000), len, sum = 0;
+	int niov_max = g_rand_int_range(t->r, 1, 9), niov;
+	unsigned id = ++t->next_id;
+	bool any_queued = false;
+
+	if (t->nfly == MAX_FLYING)
+		return;
+	for (int i = 0; i < MODEL_SIZE; i++)
+		any_queued |= t->md->present[i] && !t->md->owner[i];
+	len = extmap_take(&t->m, from, max, id, iov, niov_max, &niov, &off);
+	ck_rnd(t, (len > 0) == any_queued, "take returned %zu, model has queued data: %d",
+	       len, any_queued);
+	if (!len)
+		return;
+	ck_rnd(t, len <= max && niov >= 1 && niov <= niov_max,
+	       "take %zu of max %zu, niov %d", len, max, niov);
+	for (int k = 0; k < niov; k++) {
+		const uint8_t *p = iov[k].iov_base;
+		for (size_t i = 0; i < iov[k].iov_len; i++) {
+			off_t pos = off + (off_t)(sum + i);
+			ck_rnd(t,
+			       t->md->present[pos] && !t->md->owner[pos] &&
+				   p[i] == t->md->data[pos],
+			       "take byte %lld: wrong or not queued", (long long)pos);
+			t->md->owner[pos] = id;
+		}
+		sum += iov[k].iov_len;
+	}
+	ck_rnd(t, sum == len, "iov sum %zu, len %zu", sum, len);
+	/* The run is as long as allowed: it ends at a limit or where queued data does. */
+	if (len < max && niov < niov_max && off + (off_t)len < MODEL_SIZE) {
+		off_t nx = off + (off_t)len;
+		ck_rnd(t, !t->md->present[nx] || t->md->owner[nx],
+		       "run at %lld+%zu stops before queued byte %lld", (long long)off,
+		       len, (long long)nx);
+	}
+	t->fly[t->nfly++] = (struct chunk){.id = id, .off = off, .len = len};
+}
+
+static void rnd_finish(struct rnd *t, bool ok)
+{
+	int k = g_rand_int_range(t->r, 0, t->nfly);
+	struct chunk c = t->fly[k];
+	uint64_t want = 0;
+
+	t->fly[k] = t->fly[--t->nfly];
+	for (int i = 0; i < MODEL_SIZE; i++) {
+		if (!t->md->present[i] || t->md->owner[i] != c.id)
+			continue;
+		ck_rnd(t, i >= c.off && i < c.off + (off_t)c.len,
+		       "chunk %u's byte %d lies outside %lld+%zu", c.id, i,
+		       (long long)c.off, c.len);
+		want++;
+		if (ok)
+			t->md->present[i] = false;
+		else
+			t->md->owner[i] = 0;
+	}
+	if (ok) {
+		uint64_t got = extmap_complete(&t->m, c.id, c.off, c.len);
+		ck_rnd(t, got == want, "complete dropped %llu, model %llu",
+		       (unsigned long long)got, (unsigned long long)want);
+	} else {
+		extmap_abort(&t->m, c.id, c.off, c.len);
+	}
+}
+
+START_TEST(test_random_against_model)
+{
+	struct rnd t = {.seed = MODEL_SEED + (guint32)_i};
+	const char *env = getenv("EXTENTS_SEED");
+
+	if (env)
+		t.seed = (guint32)strtoul(env, NULL, 0);
+	t.r = g_rand_new_with_seed(t.seed);
+	t.md = g_new0(struct model, 1);
+	for (int i = 0; i < MODEL_SIZE; i++)
+		t.md->medium[i] = (uint8_t)g_rand_int(t.r);
+	extmap_init(&t.m);
+	for (t.op = 0; t.op < MODEL_OPS; t.op++) {
+		int dice = g_rand_int_range(t.r, 0, 100);
+
+		if (dice < 50)
+			rnd_write(&t);
+		else if (dice < 55)
+			rnd_truncate(&t);
+		else if (dice < 75)
+			rnd_take(&t);
+		else if (t.nfly && dice < 92)
+			rnd_finish(&t, true);
+		else if (t.nfly)
+			rnd_finish(&t, false);
+		rnd_check(&t);
+	}
+	extmap_clear(&t.m);
+	g_free(t.md);
+	g_rand_free(t.r);
+}
+END_TEST
+
+static Suite *extents_suite(void)
+{
+	Suite *s = suite_create("extents");
+	TCase *tc = tcase_create("map");
+	TCase *fl = tcase_create("flight");
+	TCase *rnd = tcase_create("random");
+
+	tcase_add_test(tc, test_empty);
+	tcase_add_test(tc, test_write_into_empty);
+	tcase_add_test(tc, test_overwrite_inside);
+	tcase_add_test(tc, test_overwrite_head_and_tail);
+	tcase_add_test(tc, test_overwrite_several);
+	tcase_add_test(tc, test_overwrite_exact);
+	tcase_add_test(tc, test_coalesce_appends);
+	tcase_add_test(tc, test_coalesce_max);
+	tcase_add_test(tc, test_coalesce_shared_buffer);
+	tcase_add_test(tc, test_overlay_holes);
+	tcase_add_test(tc, test_truncate);
+	suite_add_tcase(s, tc);
+
+	tcase_add_test(fl, test_take_contiguous);
+	tcase_add_test(fl, test_take_stops_at_gap);
+	tcase_add_test(fl, test_take_splits_at_max);
+	tcase_add_test(fl, test_take_niov_max);
+	tcase_add_test(fl, test_take_from_and_wrap);
+	tcase_add_test(fl, test_take_skips_in_flight);
+	tcase_add_test(fl, test_complete);
+	tcase_add_test(fl, test_overwrite_in_flight_then_complete);
+	tcase_add_test(fl, test_truncate_in_flight_then_complete);
+	tcase_add_test(fl, test_abort_requeues);
+	tcase_add_test(fl, test_in_flight_buffer_survives_full_overwrite);
+	tcase_add_test(fl, test_in_flight_buffer_not_moved_by_append);
+	suite_add_tcase(s, fl);
+
+	tcase_set_timeout(rnd, 60);
+	tcase_add_loop_test(rnd, test_random_against_model, 0, 3);
+	suite_add_tcase(s, rnd);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(extents_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
