@@ -52,6 +52,7 @@ struct sm_dirh {
 struct slowmedia {
 	struct sm_options opts;
 	int root_fd;	 /* O_PATH of the lower root, opened before mounting */
+	int mount_fd;	 /* the root opened for reading: open_by_handle_at refuses O_PATH */
 	dev_t root_dev;
 	struct sm_inode root;
 	bool creds_switch; /* daemon is root: create files as the caller */

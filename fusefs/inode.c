@@ -48,7 +48,8 @@ static unsigned fd_cache_size(void)
 		return 4096;
 	if (rl.rlim_cur < FD_HEADROOM + FD_CACHE_MIN)
 		return FD_CACHE_MIN;
-	return (unsigned)(rl.rlim_cur - FD_HEADROOM) / 2;
+	/* A third: dirty files of the write queue need up to two fds each, too. */
+	return (unsigned)(rl.rlim_cur - FD_HEADROOM) / 3;
 }
 
 int inode_table_init(struct slowmedia *fs, int root_fd)
@@ -63,6 +64,8 @@ int inode_table_init(struct slowmedia *fs, int root_fd)
 	fs->fd_cache_max = fd_cache_size();
 	fs->root_fd = root_fd;
 	fs->root_dev = st.st_dev;
+	/* -1 (no handles: every fd stays pinned) when the root cannot be read. */
+	fs->mount_fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	fs->root = (struct sm_inode){
 		.dev = st.st_dev, .ino = st.st_ino, .type = S_IFDIR, .fd = root_fd,
 		.nlookup = 1, .refs = 1};
@@ -87,6 +90,8 @@ void inode_table_destroy(struct slowmedia *fs)
 	while (g_hash_table_iter_next(&it, &key, NULL))
 		inode_free(key);
 	g_hash_table_destroy(fs->inodes);
+	if (fs->mount_fd >= 0)
+		close(fs->mount_fd);
 	pthread_mutex_destroy(&fs->ino_lock);
 }
 
@@ -142,7 +147,7 @@ static struct file_handle *handle_of(struct slowmedia *fs, int fd, dev_t dev)
 	struct file_handle *h;
 	int mount_id;
 
-	if (dev != fs->root_dev)
+	if (dev != fs->root_dev || fs->mount_fd < 0)
 		return NULL;
 	h = malloc(sizeof(*h) + MAX_HANDLE_SZ);
 	h->handle_bytes = MAX_HANDLE_SZ;
@@ -257,7 +262,7 @@ int inode_fd_get(struct slowmedia *fs, struct sm_inode *inode)
 
 	pthread_mutex_lock(&fs->ino_lock);
 	if (inode->fd < 0) {
-		fd = open_by_handle_at(fs->root_fd, inode->handle, O_PATH);
+		fd = open_by_handle_at(fs->mount_fd, inode->handle, O_PATH);
 		if (fd < 0) {
 			fd = -errno;
 			pthread_mutex_unlock(&fs->ino_lock);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define ENTRY_TIMEOUT_S 1.0
@@ -64,6 +65,11 @@ static int serve(struct slowmedia *fs, struct fuse_args *args,
 		goto out_unmount;
 	if (!cmd->foreground)
 		sm_log_to_syslog();
+	/* Threads only after the fork of fuse_daemonize: a fork keeps just one. */
+	if (wq_start(fs->wq) < 0) {
+		sm_err("cannot start the flusher threads");
+		goto out_unmount;
+	}
 	if (cmd->singlethread) {
 		r = fuse_session_loop(se);
 	} else {
@@ -123,6 +129,7 @@ int main(int argc, char *argv[])
 		goto out_opts;
 
 	raise_nofile_limit();
+	umask(0); /* the caller's umask is already applied by the kernel */
 	fd = lower_open(&fs.opts);
 	if (fd < 0) {
 		fprintf(stderr, "%s: cannot open %s: %s\n", prog, fs.opts.source,
@@ -136,14 +143,9 @@ int main(int argc, char *argv[])
 	fs.creds_switch = geteuid() == 0;
 	fs.wq = wq_new(&fs.opts.sched, fd,
 		       &(struct wq_hooks){.ctx = &fs, .hold = hold_inode, .release = release_inode});
-	if (wq_start(fs.wq) < 0) {
-		fprintf(stderr, "%s: cannot start the flusher threads\n", prog);
-		goto out_table;
-	}
 	if (cmd.max_idle_threads == 0 || cmd.max_idle_threads > MAX_THREADS_LIMIT)
 		cmd.max_idle_threads = MAX_IDLE_THREADS;
 	r = serve(&fs, &args, &cmd);
-out_table:
 	wq_free(fs.wq);
 	inode_table_destroy(&fs);
 	close(fd);

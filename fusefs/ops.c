@@ -29,6 +29,7 @@ const struct fuse_lowlevel_ops sm_ops = {
 	.setattr = sm_setattr,
 	.readlink = sm_readlink,
 	.statfs = sm_statfs,
+	.access = sm_access,
 	.mknod = sm_mknod,
 	.mkdir = sm_mkdir,
 	.symlink = sm_symlink,

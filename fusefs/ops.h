@@ -14,6 +14,7 @@ void sm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 		struct fuse_file_info *fi);
 void sm_readlink(fuse_req_t req, fuse_ino_t ino);
 void sm_statfs(fuse_req_t req, fuse_ino_t ino);
+void sm_access(fuse_req_t req, fuse_ino_t ino, int mask);
 
 /* ops_dir.c */
 void sm_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);

@@ -37,6 +37,8 @@ int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name
 		return r;
 	}
 	inode_find_or_add(fs, fd, &e->attr, &inode);
+	if (inode_wqf(inode)) /* the kernel takes the size from here too */
+		wq_fix_stat(fs->wq, inode_wqf(inode), &e->attr);
 	e->ino = (uintptr_t)inode;
 	e->attr_timeout = fs->timeout;
 	e->entry_timeout = fs->timeout;
@@ -124,8 +126,9 @@ static int set_times(struct slowmedia *fs, struct sm_inode *inode, int fd, int o
 		tv[1].tv_nsec = UTIME_NOW;
 	else if (valid & FUSE_SET_ATTR_MTIME)
 		tv[1] = attr->st_mtim;
-	if (wqf) /* queued writes must not bump these times when they land */
-		return wq_set_times(fs->wq, wqf, tv);
+	/* Queued writes must not bump these times when they land. */
+	if (wqf && wq_set_times(fs->wq, wqf, tv) != 1)
+		return 0;
 	if (ofd >= 0)
 		return neg_errno(futimens(ofd, tv));
 	if (S_ISLNK(inode->type))
@@ -154,11 +157,11 @@ static int do_setattr(struct slowmedia *fs, struct sm_inode *inode, int fd, int 
 		if (r < 0)
 			return r;
 	}
-	if ((valid & FUSE_SET_ATTR_SIZE) && wqf) {
-		r = wq_truncate(fs->wq, wqf, attr->st_size);
-		if (r < 0)
-			return r;
-	} else if (valid & FUSE_SET_ATTR_SIZE) {
+	if (valid & FUSE_SET_ATTR_SIZE)
+		r = wqf ? wq_truncate(fs->wq, wqf, attr->st_size) : 1;
+	if (r < 0)
+		return r;
+	if (r == 1) { /* nothing queued: truncate the lower file now */
 		r = ofd >= 0 ? neg_errno(ftruncate(ofd, attr->st_size))
 			     : neg_errno(truncate(proc_fd_path(path, fd), attr->st_size));
 		if (r < 0)
@@ -217,6 +220,21 @@ void sm_readlink(fuse_req_t req, fuse_ino_t ino)
 		buf[n] = '\0';
 		fuse_reply_readlink(req, buf);
 	}
+}
+
+void sm_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct slowmedia *fs = fs_from_req(req);
+	struct sm_inode *inode = inode_from_ino(fs, ino);
+	char path[PROC_FD_PATH_MAX];
+	int fd = inode_fd_get(fs, inode);
+	int r = fd;
+
+	if (fd >= 0) {
+		r = neg_errno(faccessat(AT_FDCWD, proc_fd_path(path, fd), mask, AT_EACCESS));
+		inode_fd_put(fs, inode);
+	}
+	fuse_reply_err(req, -r);
 }
 
 void sm_statfs(fuse_req_t req, fuse_ino_t ino)

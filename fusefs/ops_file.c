@@ -42,12 +42,8 @@ void elide_if_gone(struct slowmedia *fs, struct sm_inode *inode)
 {
 	struct wq_file *wqf = inode_wqf(inode);
 
-	if (wqf && __atomic_load_n(&inode->nopen, __ATOMIC_RELAXED) == 0 &&
-	    wq_file_unlinked(wqf)) {
-		sm_dbg("inode %lu unlinked and closed: dropping its queued data",
-		       (unsigned long)inode->ino);
-		wq_drop(fs->wq, wqf);
-	}
+	if (wqf && __atomic_load_n(&inode->nopen, __ATOMIC_RELAXED) == 0)
+		wq_drop_if_unlinked(fs->wq, wqf);
 }
 
 static void fh_free(struct slowmedia *fs, struct sm_fh *fh)
@@ -183,14 +179,10 @@ void sm_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 	char *owned;
 	ssize_t n;
 
-	wqf = wq_file_attach(fs->wq, &fh->inode->wqf, fh->inode, fh->fd);
-	if (!wqf) {
-		fuse_reply_err(req, EMFILE);
-		return;
-	}
+	wqf = wq_file_attach(fs->wq, &fh->inode->wqf, fh->inode);
 	n = write_data(in_buf, &data, &owned);
 	if (n > 0)
-		n = wq_write(fs->wq, wqf, data, (size_t)n, off);
+		n = wq_write(fs->wq, wqf, fh->fd, data, (size_t)n, off);
 	g_free(owned);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
@@ -236,7 +228,7 @@ void sm_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 	int r;
 
 	if (wqf)
-		r = wq_fsync(fs->wq, wqf, datasync);
+		r = wq_fsync(fs->wq, wqf, fh->fd, datasync);
 	else
 		r = datasync ? neg_errno(fdatasync(fh->fd)) : neg_errno(fsync(fh->fd));
 	fuse_reply_err(req, -r);

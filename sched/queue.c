@@ -47,6 +47,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -54,6 +55,9 @@
 
 #define FLUSH_IOV_MAX 64
 #define DIRECT_ALIGN 4096
+#define DFD_UNTRIED (-2)
+#define FD_HEADROOM 2048	 /* fds kept for everything but dirty files */
+#define DIRTY_FILES_MIN 16
 #define RETRY_MIN_NS (500 * NSEC_PER_MSEC)
 #define RETRY_MAX_NS (30 * NSEC_PER_SEC)
 #define SYNCFS_INTERVAL_NS NSEC_PER_SEC
@@ -66,8 +70,8 @@
 struct wq_file {
 	struct wq *q;	/* immutable */
 	void *owner;	/* immutable */
-	int fd;		/* immutable: the flushers' lower fd */
-	int dfd;	/* immutable: O_DIRECT fd on the same file, or -1 */
+	int fd;		/* lower fd while dirty (a dup of the first writer's), else -1 */
+	int dfd;	/* O_DIRECT fd while dirty; DFD_UNTRIED, or -1 if refused */
 	struct extmap map;
 	off_t size;	  /* logical size; valid while dirty */
 	bool dirty;	  /* in q->dirty, owner held */
@@ -78,7 +82,8 @@ struct wq_file {
 	off_t cursor;	/* where the next chunk starts looking */
 	uint64_t seq;	/* bumped when queued data reaches the lower file */
 	int error;	/* sticky, -errno */
-	unsigned failures;
+	unsigned failures;	/* consecutive; reset by a success */
+	uint64_t fail_count;	/* all failures ever: lets fsync wait for one retry */
 	int64_t retry_at_ns;
 	unsigned urgent; /* fsync waiters: flush this file first */
 	bool times_set;	 /* restore times once clean */
@@ -107,6 +112,7 @@ struct wq {
 	unsigned nthreads;
 	GPtrArray *to_release; /* owners to release once the lock is dropped */
 	uint64_t flushed_bytes, chunks;
+	unsigned max_dirty; /* immutable: each dirty file holds up to two fds */
 };
 
 static int64_t now_ns(void)
@@ -178,6 +184,17 @@ static uint64_t reservation(const struct wq *q, uint64_t queued, unsigned files)
 	return data + meta;
 }
 
+static unsigned max_dirty_files(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 4096;
+	if (rl.rlim_cur < FD_HEADROOM + 4 * DIRTY_FILES_MIN)
+		return DIRTY_FILES_MIN;
+	return (unsigned)(rl.rlim_cur - FD_HEADROOM) / 4;
+}
+
 struct wq *wq_new(const struct sched_opts *opts, int root_fd, const struct wq_hooks *hooks)
 {
 	struct wq *q = g_new0(struct wq, 1);
@@ -193,6 +210,7 @@ struct wq *wq_new(const struct sched_opts *opts, int root_fd, const struct wq_ho
 	pacer_init(&q->pacer, opts->rate_bps, opts->latency_ms);
 	readgate_init(&q->gate, opts->read_grace_ms);
 	q->to_release = g_ptr_array_new();
+	q->max_dirty = max_dirty_files();
 	refresh_avail(q);
 	return q;
 }
@@ -212,7 +230,14 @@ static void file_clean(struct wq *q, struct wq_file *f)
 	g_queue_unlink(&q->dirty, &f->link);
 	f->link.data = NULL;
 	f->dirty = false;
+	/* A clean file holds no fds: a burst of small files must not exhaust them. */
+	if (f->dfd >= 0)
+		close(f->dfd);
+	close(f->fd);
+	f->fd = -1;
+	f->dfd = DFD_UNTRIED;
 	g_ptr_array_add(q->to_release, f->owner);
+	pthread_cond_broadcast(&q->space);
 }
 
 /* Drop the lock and run the release hooks it collected. */
@@ -231,13 +256,16 @@ static void unlock_and_release(struct wq *q)
 
 /* Called with the lock held: f gets work. hooks.hold only takes a reference, so
  * it is safe under the lock (release, which may free, is not). */
-static int file_make_dirty(struct wq *q, struct wq_file *f)
+static int file_make_dirty(struct wq *q, struct wq_file *f, int fd)
 {
 	struct stat st;
 
 	if (f->dirty)
 		return 0;
-	if (fstat(f->fd, &st) < 0)
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (f->fd < 0)
 		return -errno;
 	f->size = st.st_size;
 	f->dirty = true;
@@ -261,23 +289,20 @@ static int open_direct(int fd)
 	return open(proc, O_WRONLY | O_DIRECT | O_CLOEXEC);
 }
 
-struct wq_file *wq_file_attach(struct wq *q, struct wq_file **slot, void *owner, int fd)
+struct wq_file *wq_file_attach(struct wq *q, struct wq_file **slot, void *owner)
 {
 	struct wq_file *f;
 
 	pthread_mutex_lock(&q->lock);
 	f = *slot;
 	if (!f) {
-		int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-		if (dfd >= 0) {
-			f = g_new0(struct wq_file, 1);
-			f->q = q;
-			f->owner = owner;
-			f->fd = dfd;
-			f->dfd = open_direct(dfd);
-			extmap_init(&f->map);
-			__atomic_store_n(slot, f, __ATOMIC_RELEASE);
-		}
+		f = g_new0(struct wq_file, 1);
+		f->q = q;
+		f->owner = owner;
+		f->fd = -1;
+		f->dfd = DFD_UNTRIED;
+		extmap_init(&f->map);
+		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&q->lock);
 	return f;
@@ -290,32 +315,38 @@ void wq_file_free(struct wq_file *f)
 	extmap_clear(&f->map);
 	if (f->dfd >= 0)
 		close(f->dfd);
-	close(f->fd);
+	if (f->fd >= 0)
+		close(f->fd);
 	g_free(f);
 }
 
-/* Called with the lock held: every file with work is failing (medium gone?). */
-static bool queue_stuck(const struct wq *q)
+/* Called with the lock held: the error every file with work is failing with
+ * (medium full or gone), or 0 while some file still makes progress. */
+static int queue_stuck(const struct wq *q)
 {
-	if (g_queue_is_empty((GQueue *)&q->dirty))
-		return false;
-	for (GList *l = q->dirty.head; l; l = l->next)
-		if (!((struct wq_file *)l->data)->error)
-			return false;
-	return true;
+	int err = 0;
+
+	for (GList *l = q->dirty.head; l; l = l->next) {
+		const struct wq_file *f = l->data;
+		if (!f->error)
+			return 0;
+		err = f->error;
+	}
+	return err;
 }
 
-/* Called with the lock held: wait until nothing is queued or everything left
- * is failing. Returns false when failing data remains. */
-static bool wait_all_flushed(struct wq *q)
+/* Called with the lock held: wait until nothing is queued (0) or everything
+ * left is failing (that error). */
+static int wait_all_flushed(struct wq *q)
 {
 	while (!g_queue_is_empty(&q->dirty)) {
-		if (queue_stuck(q))
-			return false;
+		int err = queue_stuck(q);
+		if (err)
+			return err;
 		pthread_cond_broadcast(&q->work);
 		timed_wait(&q->done, &q->lock, IDLE_WAIT_NS);
 	}
-	return true;
+	return 0;
 }
 
 /* Called with the lock held. Returns 0 when the write may be queued, 1 when it
@@ -323,6 +354,7 @@ static bool wait_all_flushed(struct wq *q)
 static int reserve_space(struct wq *q, struct wq_file *f, size_t len)
 {
 	unsigned files = q->dirty.length + (f->dirty ? 0 : 1);
+	int r;
 
 	if (reservation(q, q->queued + len, files) <= q->avail)
 		return 0;
@@ -330,9 +362,10 @@ static int reserve_space(struct wq *q, struct wq_file *f, size_t len)
 	if (reservation(q, q->queued + len, files) <= q->avail)
 		return 0;
 	sm_dbg("free space low: draining before queuing %zu bytes", len);
-	if (!wait_all_flushed(q))
-		return f->error ? f->error : -EIO;
+	r = wait_all_flushed(q);
 	refresh_avail(q);
+	if (r < 0)
+		return f->error ? f->error : r;
 	if (reservation(q, len, 1) <= q->avail)
 		return 0;
 	return 1;
@@ -341,11 +374,11 @@ static int reserve_space(struct wq *q, struct wq_file *f, size_t len)
 /* Called with the lock held: block while the queue is full (backpressure). */
 static int wait_for_room(struct wq *q, struct wq_file *f, size_t len)
 {
-	while (q->queued && q->queued + len > q->opts.queue_bytes) {
-		if (f->error)
-			return f->error;
-		if (queue_stuck(q))
-			return -EIO;
+	while ((q->queued && q->queued + len > q->opts.queue_bytes) ||
+	       (!f->dirty && q->dirty.length >= q->max_dirty)) {
+		int err = f->error ? f->error : queue_stuck(q);
+		if (err)
+			return err;
 		timed_wait(&q->space, &q->lock, IDLE_WAIT_NS);
 	}
 	return f->error;
@@ -356,7 +389,18 @@ static void now_realtime(struct timespec *ts)
 	clock_gettime(CLOCK_REALTIME, ts);
 }
 
-ssize_t wq_write(struct wq *q, struct wq_file *f, const void *data, size_t len, off_t off)
+/* Called with the lock held: the file changed now (an atime set explicitly
+ * before stays pending). */
+static void touch_mtime(struct wq_file *f)
+{
+	if (!f->times_set)
+		f->times[0].tv_nsec = UTIME_OMIT;
+	now_realtime(&f->times[1]);
+	f->times_set = true;
+}
+
+ssize_t wq_write(struct wq *q, struct wq_file *f, int fd, const void *data, size_t len,
+		 off_t off)
 {
 	ssize_t r;
 
@@ -372,11 +416,11 @@ ssize_t wq_write(struct wq *q, struct wq_file *f, const void *data, size_t len, 
 		goto out;
 	if (r == 1 && !f->dirty) {
 		/* Nearly full medium, file clean: the writer gets the medium's answer. */
-		r = pwrite(f->fd, data, len, off);
+		r = pwrite(fd, data, len, off);
 		r = r < 0 ? -errno : r;
 		goto out;
 	}
-	r = file_make_dirty(q, f);
+	r = file_make_dirty(q, f, fd);
 	if (r < 0)
 		goto out;
 	q->queued -= f->map.bytes;
@@ -384,9 +428,7 @@ ssize_t wq_write(struct wq *q, struct wq_file *f, const void *data, size_t len, 
 	q->queued += f->map.bytes;
 	if (off + (off_t)len > f->size)
 		f->size = off + (off_t)len;
-	f->times[0].tv_nsec = UTIME_OMIT;
-	now_realtime(&f->times[1]);
-	f->times_set = true;
+	touch_mtime(f);
 	pthread_cond_signal(&q->work);
 	r = (ssize_t)len;
 out:
@@ -460,9 +502,9 @@ int wq_truncate(struct wq *q, struct wq_file *f, off_t size)
 
 	pthread_mutex_lock(&q->lock);
 	if (!f->dirty) {
-		/* Nothing queued: order is trivially kept, truncate now. */
+		/* Nothing queued: order is trivially kept, the caller truncates now. */
 		pthread_mutex_unlock(&q->lock);
-		return ftruncate(f->fd, size) < 0 ? -errno : 0;
+		return 1;
 	}
 	q->queued -= f->map.bytes;
 	extmap_truncate(&f->map, size);
@@ -473,9 +515,7 @@ int wq_truncate(struct wq *q, struct wq_file *f, off_t size)
 	f->trunc_size = size;
 	f->size = size;
 	f->seq++;
-	now_realtime(&f->times[1]);
-	f->times[0].tv_nsec = UTIME_OMIT;
-	f->times_set = true;
+	touch_mtime(f);
 	pthread_cond_signal(&q->work);
 	pthread_cond_broadcast(&q->space);
 	r = f->error;
@@ -488,7 +528,7 @@ int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
 	pthread_mutex_lock(&q->lock);
 	if (!f->dirty) {
 		pthread_mutex_unlock(&q->lock);
-		return futimens(f->fd, tv) < 0 ? -errno : 0;
+		return 1;
 	}
 	for (int i = 0; i < 2; i++) {
 		if (tv[i].tv_nsec == UTIME_NOW)
@@ -507,12 +547,15 @@ int wq_flush_file(struct wq *q, struct wq_file *f)
 
 	pthread_mutex_lock(&q->lock);
 	if (f->dirty) {
-		/* Jump the queue: whoever waits on this file goes first. */
+		uint64_t fails = f->fail_count;
+		/* Jump the queue: whoever waits on this file goes first; a failing
+		 * file is retried now rather than after its backoff. */
 		f->urgent++;
 		g_queue_unlink(&q->dirty, &f->link);
 		g_queue_push_head_link(&q->dirty, &f->link);
+		f->retry_at_ns = 0;
 		pthread_cond_broadcast(&q->work);
-		while (f->dirty && !f->error)
+		while (f->dirty && f->fail_count == fails)
 			timed_wait(&q->done, &q->lock, IDLE_WAIT_NS);
 		f->urgent--;
 	}
@@ -521,13 +564,13 @@ int wq_flush_file(struct wq *q, struct wq_file *f)
 	return r;
 }
 
-int wq_fsync(struct wq *q, struct wq_file *f, bool datasync)
+int wq_fsync(struct wq *q, struct wq_file *f, int fd, bool datasync)
 {
 	int r = wq_flush_file(q, f);
 
 	if (r < 0)
 		return r;
-	r = datasync ? fdatasync(f->fd) : fsync(f->fd);
+	r = datasync ? fdatasync(fd) : fsync(fd);
 	return r < 0 ? -errno : 0;
 }
 
@@ -541,17 +584,14 @@ int wq_error(struct wq *q, struct wq_file *f)
 	return r;
 }
 
-bool wq_file_unlinked(struct wq_file *f)
+void wq_drop_if_unlinked(struct wq *q, struct wq_file *f)
 {
 	struct stat st;
 
-	return fstat(f->fd, &st) == 0 && st.st_nlink == 0;
-}
-
-void wq_drop(struct wq *q, struct wq_file *f)
-{
 	pthread_mutex_lock(&q->lock);
-	if (f->dirty) {
+	if (f->dirty && fstat(f->fd, &st) == 0 && st.st_nlink == 0) {
+		sm_dbg("an unlinked, closed file: dropping %" G_GUINT64_FORMAT " queued bytes",
+		       f->map.bytes);
 		q->queued -= f->map.bytes;
 		extmap_truncate(&f->map, 0);
 		f->has_trunc = false;
@@ -670,6 +710,8 @@ static int write_chunk(struct wq_file *f, struct iovec *iov, int niov, off_t off
 	size_t pos = 0;
 	int r = 0;
 
+	if (a1 - a0 >= DIRECT_ALIGN && f->dfd == DFD_UNTRIED)
+		f->dfd = open_direct(f->fd);
 	if (f->dfd < 0 || a1 - a0 < DIRECT_ALIGN)
 		return write_buffered(f->fd, iov, niov, off, len);
 	if (posix_memalign((void **)&bounce, DIRECT_ALIGN, len) != 0)
@@ -710,6 +752,7 @@ static void note_failure(struct wq *q, struct wq_file *f, int err, const char *w
 	int64_t backoff = RETRY_MIN_NS << MIN(f->failures, 10u);
 
 	f->failures++;
+	f->fail_count++;
 	f->retry_at_ns = now_ns() + MIN(backoff, RETRY_MAX_NS);
 	if (f->error != err || f->failures == 1)
 		sm_err("%s of %s failed: %s (%" G_GUINT64_FORMAT " bytes stay queued)", what,
@@ -795,6 +838,7 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 	q->flushed_bytes += len;
 	q->chunks++;
 	pacer_done(&q->pacer, len, t0, t1);
+	refresh_avail(q); /* the flushed bytes left the reservation: count them as used */
 	pthread_cond_broadcast(&q->space);
 }
 
@@ -890,7 +934,7 @@ void wq_drain(struct wq *q)
 
 	pthread_mutex_lock(&q->lock);
 	if (q->queued)
-		sm_info("draining %" G_GUINT64_FORMAT " queued bytes to the medium", q->queued);
+		sm_dbg("draining %" G_GUINT64_FORMAT " queued bytes to the medium", q->queued);
 	while (!g_queue_is_empty(&q->dirty)) {
 		if (all_gave_up(q)) {
 			report_lost(q);

@@ -31,32 +31,34 @@ void wq_drain(struct wq *q);
 /* Stop the flushers (after wq_drain) and free the queue. */
 void wq_free(struct wq *q);
 
-/* The queue state of one lower file; *slot is set once, under the queue's lock.
- * fd is duplicated for the flushers. */
-struct wq_file *wq_file_attach(struct wq *q, struct wq_file **slot, void *owner, int fd);
+/* The queue state of one lower file; *slot is set once, under the queue's lock. */
+struct wq_file *wq_file_attach(struct wq *q, struct wq_file **slot, void *owner);
 void wq_file_free(struct wq_file *f);
 
-/* Queue a write; blocks while the queue is full. Returns len or -errno. */
-ssize_t wq_write(struct wq *q, struct wq_file *f, const void *data, size_t len, off_t off);
+/* Queue a write; blocks while the queue is full. fd is the writer's lower fd
+ * (duplicated for the flushers while the file has queued work). Returns len
+ * or -errno. */
+ssize_t wq_write(struct wq *q, struct wq_file *f, int fd, const void *data, size_t len,
+		 off_t off);
 /* Read [off, off+len) through fd with the queued data laid over it. */
 ssize_t wq_read(struct wq *q, struct wq_file *f, int fd, char *buf, size_t len, off_t off);
 /* Read gate for reads that bypass wq_read (files with nothing queued). */
 void wq_read_begin(struct wq *q);
 void wq_read_end(struct wq *q);
-/* Queue a truncate (applied directly when nothing of the file is queued). */
+/* Queue a truncate. Returns 1 when nothing of the file is queued: the caller
+ * truncates the lower file itself, now. */
 int wq_truncate(struct wq *q, struct wq_file *f, off_t size);
-/* Times to set once the file's data is on the medium (directly when clean). */
+/* Times to set once the file's data is on the medium; 1 as for wq_truncate. */
 int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2]);
 /* Wait until the file's queued work is on the medium; returns its sticky error. */
 int wq_flush_file(struct wq *q, struct wq_file *f);
-/* wq_flush_file, then fsync/fdatasync of the lower file. */
-int wq_fsync(struct wq *q, struct wq_file *f, bool datasync);
+/* wq_flush_file, then fsync/fdatasync of the lower file through fd. */
+int wq_fsync(struct wq *q, struct wq_file *f, int fd, bool datasync);
 /* The sticky deferred error of the file (0 if none). */
 int wq_error(struct wq *q, struct wq_file *f);
-/* The lower file has no name left. */
-bool wq_file_unlinked(struct wq_file *f);
-/* The file is gone (unlinked, not open): throw its queued data away. */
-void wq_drop(struct wq *q, struct wq_file *f);
+/* The file is no longer open: if it has no name left either, throw its
+ * queued data away (temp files never touch the medium). */
+void wq_drop_if_unlinked(struct wq *q, struct wq_file *f);
 /* Size and mtime as the queue will leave them. */
 void wq_fix_stat(struct wq *q, struct wq_file *f, struct stat *st);
 /* Free space minus what the queue has reserved. */

@@ -1,0 +1,353 @@
+#!/bin/bash
+# FUSE overhead of slowmedia on a fast lower filesystem, beside the native
+# directory and beside libfuse's example passthrough_ll (built here, at run
+# time, from the Debian libfuse3-dev examples; never copied into the repo).
+#
+# usage: run-overhead.sh [--quick] [--fs ext4|tmpfs|both] [--runs N] [--json FILE] [--sm-opts OPTS]
+#
+# For each lower filesystem (default: both; ext4 is an image on the root disk,
+# attached through a direct-I/O loop device, tmpfs is in memory) three sibling
+# directories of that one filesystem serve as: the native directory, the
+# source of passthrough_ll (its default options) and the source of slowmedia
+# (its default options; --sm-opts OPTS adds -o OPTS, to try tunings). After an
+# unrecorded warm-up, each round runs every benchmark on the three, in an order
+# rotated per round; the table shows the median of the rounds with min and
+# max, and the ratios slowmedia/passthrough_ll and slowmedia/native.
+#
+# Needs root, /dev/fuse, cc, pkg-config fuse3 and the libfuse3-dev examples;
+# exits 77 (skip) without them. Always unmounts, kills its daemons, detaches
+# its loop device and removes its temp files.
+set -euo pipefail
+orig_args=("$@")
+
+top=$(cd "$(dirname "$0")/../../.." && pwd)
+build=${SLOWMEDIA_BUILD:-$top/build}
+slowmedia=$build/fusefs/slowmedia
+metabench=$build/tests/bench/overhead/metabench
+seqbench=$build/tests/bench/overhead/seqbench
+examples=/usr/share/doc/libfuse3-dev/examples
+
+FULL_FILES=10000
+FULL_MIB=1024
+QUICK_FILES=2000
+QUICK_MIB=256
+WARM_FILES=500
+WARM_MIB=64
+MOUNT_WAIT_TENTHS=100 # 10 s for a daemon to show its mount
+EXIT_WAIT_TENTHS=100  # 10 s for a daemon to exit after its unmount
+META_TARGET=0.9	      # slowmedia/passthrough_ll, the issue's targets
+SEQ_TARGET=1.0
+
+files=$FULL_FILES
+mib=$FULL_MIB
+runs=3
+fs_list="ext4 tmpfs"
+json=$build/bench-overhead.json
+sm_opts=()
+
+usage() {
+	sed -n '6p' "$0" | sed 's/^# //' >&2
+	exit 2
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) files=$QUICK_FILES mib=$QUICK_MIB ;;
+	--fs)
+		[ $# -ge 2 ] || usage
+		case $2 in ext4 | tmpfs) fs_list=$2 ;; both) fs_list="ext4 tmpfs" ;; *) usage ;; esac
+		shift ;;
+	--runs)
+		if ! [ $# -ge 2 ] || ! [ "$2" -ge 1 ] 2>/dev/null; then usage; fi
+		runs=$2
+		shift ;;
+	--json)
+		[ $# -ge 2 ] || usage
+		json=$2
+		shift ;;
+	--sm-opts)
+		[ $# -ge 2 ] || usage
+		sm_opts=(-o "$2")
+		shift ;;
+	*) usage ;;
+	esac
+	shift
+done
+
+skip() {
+	echo "run-overhead: skipped: $*" >&2
+	exit 77
+}
+
+[ "$(id -u)" = 0 ] || skip "needs root (loop devices, drop_caches)"
+[ -c /dev/fuse ] || skip "no /dev/fuse"
+for x in "$slowmedia" "$metabench" "$seqbench"; do
+	[ -x "$x" ] || skip "$x not built (set SLOWMEDIA_BUILD, run ninja)"
+done
+command -v cc >/dev/null || skip "needs cc"
+pkg-config --exists fuse3 || skip "needs fuse3.pc (libfuse3-dev)"
+ls "$examples"/passthrough_ll.c* >/dev/null 2>&1 || skip "no $examples/passthrough_ll.c"
+
+# A private mount namespace: a namespace someone else unshares meanwhile cannot
+# copy our mounts (keeping our daemons serving after our umount), and whatever
+# happens to this script, its mounts die with it.
+if [ -z "${OVERHEAD_PRIVATE_NS:-}" ] && command -v unshare >/dev/null; then
+	OVERHEAD_PRIVATE_NS=1 exec unshare --mount --propagation private "$0" ${orig_args[@]+"${orig_args[@]}"}
+fi
+
+# --- cleanup state: everything we create is recorded here and undone by the trap
+tmp=
+loopdev=
+lower_mounts=() # ext4/tmpfs mountpoints
+fuse_mounts=()	# FUSE mountpoints
+daemon_pids=()
+declare -A pid_of # daemon name -> pid
+
+cleanup() {
+	local m p
+	set +e
+	for m in "${fuse_mounts[@]}"; do
+		mountpoint -q "$m" && umount -l "$m"
+	done
+	for p in "${daemon_pids[@]}"; do
+		kill "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	for m in "${lower_mounts[@]}"; do
+		mountpoint -q "$m" && umount -l "$m"
+	done
+	[ -n "$loopdev" ] && losetup -d "$loopdev"
+	[ -n "$tmp" ] && rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/slowmedia-overhead.XXXXXX")
+
+build_passthrough_ll() {
+	local f
+	for f in passthrough_ll.c passthrough_helpers.h; do
+		if [ -e "$examples/$f" ]; then
+			cp "$examples/$f" "$tmp/$f"
+		elif [ -e "$examples/$f.gz" ]; then
+			gunzip -c "$examples/$f.gz" >"$tmp/$f"
+		fi
+	done
+	# shellcheck disable=SC2046 # pkg-config output is meant to split
+	cc -O2 -o "$tmp/passthrough_ll" "$tmp/passthrough_ll.c" \
+		$(pkg-config --cflags --libs fuse3) ||
+		skip "cannot build passthrough_ll from $examples"
+}
+
+# Waits until MOUNTPOINT is a FUSE mount; fails if the daemon PID dies first.
+wait_mount() {
+	local mnt=$1 pid=$2 i
+	for ((i = 0; i < MOUNT_WAIT_TENTHS; i++)); do
+		if findmnt -n -o FSTYPE --mountpoint "$mnt" 2>/dev/null | grep -q '^fuse'; then
+			return 0
+		fi
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "run-overhead: daemon $pid did not mount $mnt" >&2
+	return 1
+}
+
+# start_daemon NAME MOUNTPOINT CMD...: runs CMD in the background, waits for it.
+start_daemon() {
+	local name=$1 mnt=$2 pid
+	shift 2
+	mkdir -p "$mnt"
+	"$@" >"$tmp/$name.log" 2>&1 &
+	pid=$!
+	daemon_pids+=("$pid")
+	fuse_mounts+=("$mnt")
+	wait_mount "$mnt" "$pid" || { cat "$tmp/$name.log" >&2; exit 1; }
+	pid_of[$name]=$pid
+}
+
+# Unmounts MOUNTPOINT and fails unless its daemon PID exits 0.
+stop_daemon() {
+	local mnt=$1 pid=$2 rc=0 i
+	umount "$mnt"
+	for ((i = 0; i < EXIT_WAIT_TENTHS; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "run-overhead: daemon on $mnt still running after unmount; TERM" >&2
+		kill "$pid"
+	fi
+	wait "$pid" || rc=$?
+	[ "$rc" = 0 ] || { echo "run-overhead: daemon on $mnt exited $rc" >&2; exit 1; }
+}
+
+# setup_lower FS: mounts a fresh FS at $tmp/FS, sized for three big files.
+setup_lower() {
+	local fs=$1 root=$tmp/$1 size_mib=$((3 * mib + 1024))
+	mkdir -p "$root"
+	case $fs in
+	ext4)
+		truncate -s "${size_mib}M" "$tmp/ext4.img"
+		# No lazy init: a background inode-table writer would skew the first runs.
+		mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$tmp/ext4.img"
+		loopdev=$(losetup --find --show --direct-io=on "$tmp/ext4.img")
+		mount "$loopdev" "$root"
+		;;
+	tmpfs)
+		mount -t tmpfs -o "size=${size_mib}M" tmpfs "$root"
+		;;
+	esac
+	lower_mounts+=("$root")
+	mkdir "$root/native" "$root/pll" "$root/sm"
+}
+
+teardown_lower() {
+	local fs=$1
+	umount "$tmp/$fs"
+	lower_mounts=()
+	if [ "$fs" = ext4 ]; then
+		losetup -d "$loopdev"
+		loopdev=
+		rm -f "$tmp/ext4.img"
+	fi
+}
+
+declare -A dir_of result
+targets=(native passthrough_ll slowmedia)
+
+# bench FS TARGET CMD...: runs one benchmark tool, names the target if it fails.
+bench() {
+	local fs=$1 t=$2 out
+	shift 2
+	if ! out=$("$@"); then
+		echo "run-overhead: failed on $fs/$t: $*" >&2
+		exit 1
+	fi
+	record "$fs" "$t" "$out"
+}
+
+# record FS TARGET OUTPUT: keeps the values of a tool's "name value unit" lines.
+record() {
+	local fs=$1 target=$2 out=$3 name value
+	while read -r name value _; do
+		result[$fs/$name/$target]+="$value "
+	done <<<"$out"
+}
+
+# One round: every benchmark once on every target, starting at target index R.
+run_round() {
+	local fs=$1 r=$2 i t d order=()
+	for i in 0 1 2; do order+=("${targets[$(((r + i) % 3))]}"); done
+	for t in "${order[@]}"; do
+		d=${dir_of[$t]}/meta.$r
+		mkdir "$d"
+		bench "$fs" "$t" "$metabench" "$d" "$files"
+		rmdir "$d"
+	done
+	for t in "${order[@]}"; do
+		bench "$fs" "$t" "$seqbench" write "${dir_of[$t]}/big.$r" "$mib"
+	done
+	for t in "${order[@]}"; do
+		bench "$fs" "$t" "$seqbench" read "${dir_of[$t]}/big.$r"
+		rm -f "${dir_of[$t]}/big.$r"
+	done
+}
+
+# Unrecorded: lets each daemon start its threads and each fs allocate once.
+warm_up() {
+	local t d
+	for t in "${targets[@]}"; do
+		d=${dir_of[$t]}
+		mkdir "$d/warm"
+		"$metabench" "$d/warm" "$WARM_FILES" >/dev/null
+		rmdir "$d/warm"
+		"$seqbench" write "$d/warm.big" "$WARM_MIB" >/dev/null
+		"$seqbench" read "$d/warm.big" >/dev/null
+		rm "$d/warm.big"
+	done
+}
+
+bench_fs() {
+	local fs=$1 r
+	setup_lower "$fs"
+	start_daemon pll "$tmp/mnt-pll" "$tmp/passthrough_ll" -f -o "source=$tmp/$fs/pll" "$tmp/mnt-pll"
+	start_daemon sm "$tmp/mnt-sm" "$slowmedia" "$tmp/$fs/sm" "$tmp/mnt-sm" -f \
+		${sm_opts[@]+"${sm_opts[@]}"}
+	dir_of=([native]=$tmp/$fs/native [passthrough_ll]=$tmp/mnt-pll [slowmedia]=$tmp/mnt-sm)
+	warm_up
+	for ((r = 0; r < runs; r++)); do
+		echo "run-overhead: $fs round $((r + 1))/$runs" >&2
+		run_round "$fs" "$r"
+	done
+	stop_daemon "$tmp/mnt-sm" "${pid_of[sm]}"
+	stop_daemon "$tmp/mnt-pll" "${pid_of[pll]}"
+	fuse_mounts=()
+	daemon_pids=()
+	teardown_lower "$fs"
+}
+
+# stats "v1 v2 ...": prints "median min max".
+stats() {
+	tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '
+		{ v[NR] = $1 }
+		END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		      printf "%.1f %.1f %.1f\n", m, v[1], v[NR] }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+
+metrics=(create stat unlink files write read)
+declare -A unit_of=([create]=ops/s [stat]=ops/s [unlink]=ops/s [files]=files/s
+	[write]=MB/s [read]=MB/s)
+declare -A target_of=([files]=$META_TARGET [write]=$SEQ_TARGET [read]=$SEQ_TARGET)
+
+json_target() {
+	local fs=$1 m=$2 t=$3 med min max
+	read -r med min max <<<"$(stats "${result[$fs/$m/$t]}")"
+	printf '"%s":{"median":%s,"min":%s,"max":%s,"runs":[%s]}' "$t" "$med" "$min" \
+		"$max" "$(tr -s ' ' ',' <<<"${result[$fs/$m/$t]% }")"
+}
+
+# One JSON record per (lower fs, metric); the table goes to stdout meanwhile.
+report() {
+	local fs m t row med min max verdict r js="" sep=""
+	declare -A med_of
+	for fs in $fs_list; do
+		printf '\nFUSE overhead, lower fs %s: %d files, %d MiB file; median [min-max] of %d runs%s\n' \
+			"$fs" "$files" "$mib" "$runs" "${sm_opts[1]:+; slowmedia -o ${sm_opts[1]}}"
+		printf '%-7s %-8s %22s %22s %22s %6s %6s %s\n' metric unit native \
+			passthrough_ll slowmedia sm/pll sm/nat target
+		for m in "${metrics[@]}"; do
+			row=$(printf '%-7s %-8s' "$m" "${unit_of[$m]}")
+			js+=$(printf '%s\n{"scenario":"overhead","lower":"%s","metric":"%s","unit":"%s","files":%d,"file_mib":%d,"slowmedia_opts":"%s"' \
+				"$sep" "$fs" "$m" "${unit_of[$m]}" "$files" "$mib" "${sm_opts[1]:-}")
+			for t in "${targets[@]}"; do
+				read -r med min max <<<"$(stats "${result[$fs/$m/$t]}")"
+				med_of[$t]=$med
+				row+=$(printf ' %22s' "$(printf '%.0f [%.0f-%.0f]' "$med" "$min" "$max")")
+				js+=,$(json_target "$fs" "$m" "$t")
+			done
+			r=$(ratio "${med_of[slowmedia]}" "${med_of[passthrough_ll]}")
+			row+=$(printf ' %6s %6s' "$r" "$(ratio "${med_of[slowmedia]}" "${med_of[native]}")")
+			js+=$(printf ',"slowmedia_per_passthrough_ll":%s' "$r")
+			if [ -n "${target_of[$m]:-}" ]; then
+				verdict=SHORT
+				awk -v r="$r" -v g="${target_of[$m]}" 'BEGIN { exit !(r >= g) }' && verdict=ok
+				row+=" >=${target_of[$m]} $verdict"
+				js+=$(printf ',"target":%s' "${target_of[$m]}")
+			fi
+			js+="}"
+			sep=","
+			echo "$row"
+		done
+	done
+	printf '[%s\n]\n' "$js" >"$json"
+}
+
+build_passthrough_ll
+for fs in $fs_list; do
+	bench_fs "$fs"
+done
+report
+echo "run-overhead: results in $json" >&2
