@@ -14,6 +14,7 @@
  */
 #include "extents.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static gint off_cmp(gconstpointer a, gconstpointer b, gpointer unused)
@@ -23,10 +24,24 @@ static gint off_cmp(gconstpointer a, gconstpointer b, gpointer unused)
 	return x < y ? -1 : x > y;
 }
 
+static struct ext_buf *buf_new(size_t cap)
+{
+	struct ext_buf *b = g_new(struct ext_buf, 1);
+
+	if (posix_memalign((void **)&b->data, EXT_BUF_ALIGN, cap ? cap : 1) != 0)
+		g_error("out of memory for %zu queued bytes", cap);
+	b->refs = 1;
+	b->size = 0;
+	b->cap = cap;
+	return b;
+}
+
 static void buf_unref(struct ext_buf *b)
 {
-	if (--b->refs == 0)
+	if (--b->refs == 0) {
+		free(b->data);
 		g_free(b);
+	}
 }
 
 static void extent_free(gpointer p)
@@ -165,7 +180,12 @@ static bool try_append(struct extmap *m, off_t off, const void *data, size_t len
 		return false;
 	if (p->buf->size + len > p->buf->cap) {
 		size_t cap = MAX(p->buf->cap * 2, p->buf->size + len);
-		p->buf = g_realloc(p->buf, sizeof(struct ext_buf) + cap);
+		char *grown;
+		if (posix_memalign((void **)&grown, EXT_BUF_ALIGN, cap) != 0)
+			return false;
+		memcpy(grown, p->buf->data, p->buf->size);
+		free(p->buf->data);
+		p->buf->data = grown;
 		p->buf->cap = cap;
 	}
 	memcpy(p->buf->data + p->buf->size, data, len);
@@ -186,9 +206,8 @@ void extmap_write(struct extmap *m, off_t off, const void *data, size_t len,
 	punch(m, off, off + (off_t)len);
 	if (try_append(m, off, data, len, coalesce_max))
 		return;
-	b = g_malloc(sizeof(*b) + len);
-	b->refs = 1;
-	b->size = b->cap = len;
+	b = buf_new(len);
+	b->size = len;
 	memcpy(b->data, data, len);
 	e = g_new(struct extent, 1);
 	*e = (struct extent){.off = off, .len = len, .buf = b, .boff = 0, .flight = 0};

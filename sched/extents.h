@@ -11,8 +11,10 @@ struct ext_buf {
 	unsigned refs;
 	size_t size; /* bytes used */
 	size_t cap;
-	char data[];
+	char *data;  /* EXT_BUF_ALIGN-aligned: chunks go out with O_DIRECT uncopied */
 };
+
+#define EXT_BUF_ALIGN 4096
 
 struct extent {
 	off_t off;

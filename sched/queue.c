@@ -698,6 +698,37 @@ static int write_buffered(int fd, struct iovec *iov, int niov, off_t off, size_t
 	return r;
 }
 
+/* Whether the chunk's aligned middle can go out from the queue's own buffers:
+ * it starts aligned and every piece is aligned in memory and length (the last
+ * piece's length excepted). Sequential writes coalesce into such chunks. */
+static bool direct_ready(const struct iovec *iov, int niov, off_t off)
+{
+	if (off % DIRECT_ALIGN)
+		return false;
+	for (int i = 0; i < niov; i++)
+		if ((uintptr_t)iov[i].iov_base % DIRECT_ALIGN ||
+		    (i < niov - 1 && iov[i].iov_len % DIRECT_ALIGN))
+			return false;
+	return true;
+}
+
+/* Aligned chunk: the middle straight from the queue's buffers, the tail buffered. */
+static int write_chunk_aligned(struct wq_file *f, struct iovec *iov, int niov, off_t off,
+			       size_t len)
+{
+	size_t mid = len / DIRECT_ALIGN * DIRECT_ALIGN, tail = len - mid;
+	struct iovec last = iov[niov - 1];
+	int r;
+
+	iov[niov - 1].iov_len -= tail;
+	r = write_all(f->dfd, iov, iov[niov - 1].iov_len ? niov : niov - 1, off);
+	if (r == 0 && tail)
+		r = write_buffered(f->fd,
+				   &(struct iovec){(char *)last.iov_base + last.iov_len - tail, tail},
+				   1, off + (off_t)mid, tail);
+	return r;
+}
+
 /* The aligned middle of a chunk through the O_DIRECT fd, the ragged ends
  * buffered and waited for; everything buffered when there is no middle. */
 static int write_chunk(struct wq_file *f, struct iovec *iov, int niov, off_t off,
@@ -714,6 +745,14 @@ static int write_chunk(struct wq_file *f, struct iovec *iov, int niov, off_t off
 		f->dfd = open_direct(f->fd);
 	if (f->dfd < 0 || a1 - a0 < DIRECT_ALIGN)
 		return write_buffered(f->fd, iov, niov, off, len);
+	if (direct_ready(iov, niov, off)) {
+		/* write_all advances the iovecs it is given: work on a copy */
+		struct iovec copy[FLUSH_IOV_MAX];
+		memcpy(copy, iov, sizeof(*iov) * (size_t)niov);
+		r = write_chunk_aligned(f, copy, niov, off, len);
+		if (r != -EINVAL)
+			return r;
+	}
 	if (posix_memalign((void **)&bounce, DIRECT_ALIGN, len) != 0)
 		return write_buffered(f->fd, iov, niov, off, len);
 	for (int i = 0; i < niov; i++) {
