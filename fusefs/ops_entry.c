@@ -14,6 +14,39 @@ int check_name(const char *name)
 	return strlen(name) > NAME_MAX ? -ENAMETOOLONG : 0;
 }
 
+/*
+ * Stat the lower file (through an open fd when ofd >= 0, else the O_PATH fd)
+ * with the queue's view laid over. A chunk landing between the lower stat and
+ * the fix would leave a stale size, which the kernel would keep and place
+ * O_APPEND writes by: retry then.
+ */
+static int stat_queued(struct slowmedia *fs, struct sm_inode *inode, int fd, int ofd,
+		       struct stat *st)
+{
+	struct wq_file *wqf = inode_wqf(inode);
+
+	for (;;) {
+		uint64_t seq = wqf ? wq_seq(fs->wq, wqf) : 0;
+		int r = ofd >= 0 ? neg_errno(fstat(ofd, st))
+				 : neg_errno(fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+		if (r < 0 || !wqf || wq_fix_stat(fs->wq, wqf, st, seq))
+			return r;
+	}
+}
+
+static int inode_stat(struct slowmedia *fs, struct sm_inode *inode, int ofd,
+		      struct stat *st)
+{
+	int fd = inode_fd_get(fs, inode);
+	int r;
+
+	if (fd < 0)
+		return fd;
+	r = stat_queued(fs, inode, fd, ofd, st);
+	inode_fd_put(fs, inode);
+	return r;
+}
+
 int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name,
 		 struct fuse_entry_param *e)
 {
@@ -37,8 +70,13 @@ int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name
 		return r;
 	}
 	inode_find_or_add(fs, fd, &e->attr, &inode);
-	if (inode_wqf(inode)) /* the kernel takes the size from here too */
-		wq_fix_stat(fs->wq, inode_wqf(inode), &e->attr);
+	if (inode_wqf(inode)) { /* the kernel takes the size from here too */
+		r = inode_stat(fs, inode, -1, &e->attr);
+		if (r < 0) {
+			inode_forget(fs, inode, 1);
+			return r;
+		}
+	}
 	e->ino = (uintptr_t)inode;
 	e->attr_timeout = fs->timeout;
 	e->entry_timeout = fs->timeout;
@@ -80,18 +118,6 @@ void sm_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
 	fuse_reply_none(req);
 }
 
-static int inode_stat(struct slowmedia *fs, struct sm_inode *inode, struct stat *st)
-{
-	int fd = inode_fd_get(fs, inode);
-	int r;
-
-	if (fd < 0)
-		return fd;
-	r = neg_errno(fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
-	inode_fd_put(fs, inode);
-	return r;
-}
-
 void sm_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct slowmedia *fs = fs_from_req(req);
@@ -99,12 +125,8 @@ void sm_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int r;
 	struct sm_inode *inode = inode_from_ino(fs, ino);
 
-	if (fi && fi->fh)
-		r = neg_errno(fstat(((struct sm_fh *)(uintptr_t)fi->fh)->fd, &st));
-	else
-		r = inode_stat(fs, inode, &st);
-	if (r == 0 && inode_wqf(inode))
-		wq_fix_stat(fs->wq, inode_wqf(inode), &st);
+	r = inode_stat(fs, inode, fi && fi->fh ? ((struct sm_fh *)(uintptr_t)fi->fh)->fd : -1,
+		       &st);
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
@@ -188,9 +210,7 @@ void sm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 	}
 	r = do_setattr(fs, inode, fd, ofd, attr, valid);
 	if (r == 0)
-		r = neg_errno(fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
-	if (r == 0 && inode_wqf(inode))
-		wq_fix_stat(fs->wq, inode_wqf(inode), &st);
+		r = stat_queued(fs, inode, fd, -1, &st);
 	inode_fd_put(fs, inode);
 	if (r < 0)
 		fuse_reply_err(req, -r);

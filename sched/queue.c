@@ -604,9 +604,23 @@ void wq_drop_if_unlinked(struct wq *q, struct wq_file *f)
 	unlock_and_release(q);
 }
 
-void wq_fix_stat(struct wq *q, struct wq_file *f, struct stat *st)
+uint64_t wq_seq(struct wq *q, struct wq_file *f)
+{
+	uint64_t seq;
+
+	pthread_mutex_lock(&q->lock);
+	seq = f->seq;
+	pthread_mutex_unlock(&q->lock);
+	return seq;
+}
+
+bool wq_fix_stat(struct wq *q, struct wq_file *f, struct stat *st, uint64_t seq)
 {
 	pthread_mutex_lock(&q->lock);
+	if (f->seq != seq) {
+		pthread_mutex_unlock(&q->lock);
+		return false;
+	}
 	if (f->dirty) {
 		st->st_size = f->size;
 		if (f->times_set && f->times[1].tv_nsec != UTIME_OMIT)
@@ -615,6 +629,7 @@ void wq_fix_stat(struct wq *q, struct wq_file *f, struct stat *st)
 			st->st_atim = f->times[0];
 	}
 	pthread_mutex_unlock(&q->lock);
+	return true;
 }
 
 void wq_fix_statvfs(struct wq *q, struct statvfs *sv)

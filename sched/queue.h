@@ -59,8 +59,12 @@ int wq_error(struct wq *q, struct wq_file *f);
 /* The file is no longer open: if it has no name left either, throw its
  * queued data away (temp files never touch the medium). */
 void wq_drop_if_unlinked(struct wq *q, struct wq_file *f);
-/* Size and mtime as the queue will leave them. */
-void wq_fix_stat(struct wq *q, struct wq_file *f, struct stat *st);
+/* A counter that moves whenever queued data reaches the lower file: read it
+ * before a lower stat, and hand it to wq_fix_stat. */
+uint64_t wq_seq(struct wq *q, struct wq_file *f);
+/* Lay size and mtime as the queue will leave them over a lower stat taken
+ * after wq_seq returned seq. False when data landed in between: stat again. */
+bool wq_fix_stat(struct wq *q, struct wq_file *f, struct stat *st, uint64_t seq);
 /* Free space minus what the queue has reserved. */
 void wq_fix_statvfs(struct wq *q, struct statvfs *sv);
 
