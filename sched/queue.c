@@ -60,7 +60,10 @@
 #define DIRTY_FILES_MIN 16
 #define RETRY_MIN_NS (500 * NSEC_PER_MSEC)
 #define RETRY_MAX_NS (30 * NSEC_PER_SEC)
-#define SYNCFS_INTERVAL_NS NSEC_PER_SEC
+/* Metadata (bitmaps, inode tables, indirect blocks) sits elsewhere on the
+ * medium: each syncfs costs a few seeks, so not too often; ext2 dirties a few
+ * blocks per second of flushing, so 5 s keeps it well under a megabyte. */
+#define SYNCFS_INTERVAL_NS (5 * NSEC_PER_SEC)
 #define IDLE_WAIT_NS NSEC_PER_SEC
 #define DRAIN_LOG_INTERVAL_NS (5 * NSEC_PER_SEC)
 #define DRAIN_GIVEUP_FAILURES 3
@@ -899,7 +902,8 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 /* Called with the lock held: keep the lower filesystem's metadata flushed too. */
 static void maybe_syncfs(struct wq *q, int64_t now)
 {
-	if (now - q->last_syncfs_ns < SYNCFS_INTERVAL_NS)
+	/* Its seeks would stand between a read and the medium: not while reading. */
+	if (now - q->last_syncfs_ns < SYNCFS_INTERVAL_NS || readgate_wait_ns(&q->gate, now))
 		return;
 	q->last_syncfs_ns = now;
 	pthread_mutex_unlock(&q->lock);

@@ -67,6 +67,8 @@ media_cleanup_all() {
 		media_undo "${media__keys[i]}"
 	done
 	media__keys=()
+	media_pending_wait
+	media_strays_wait
 	[ -d "$MEDIA_STATE" ] && rm -rf "$MEDIA_STATE"
 	trap - INT TERM
 }
@@ -122,15 +124,44 @@ media_bounded() {
 # Kills a timed-out bounded command and its children (best effort: a task
 # stuck uninterruptibly in the kernel dies when its I/O completes).
 media_kill_bounded() {
-	local pid=$1 kids
-	kids=$(pgrep -P "$pid" 2>/dev/null)
-	kill -KILL $kids "$pid" 2>/dev/null
-	media_pending_add "$pid"
+	# shellcheck disable=SC2046
+	kill -KILL $(media__tree "$1") 2>/dev/null
+	media_pending_add "$1"
+}
+
+# PID and all its descendants.
+media__tree() {
+	local kid
+	echo "$1"
+	for kid in $(pgrep -P "$1" 2>/dev/null); do
+		media__tree "$kid"
+	done
 }
 
 declare -a media__pending=()
 media_pending_add() {
 	media__pending+=("$1")
+}
+
+# A stuck global sync waits for every device of the machine, other people's
+# slow media too: it is not waited for at each teardown, only briefly at exit
+# (media_strays_wait), and then left to finish by itself.
+declare -a media__strays=()
+media_stray_add() {
+	media__strays+=("$1")
+}
+
+media_strays_wait() {
+	local pid i
+	for pid in "${media__strays[@]}"; do
+		for ((i = 0; i < 100; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -0 "$pid" 2>/dev/null &&
+			media_log "a global sync ($pid) is still waiting for some device's writeback; left running"
+	done
+	media__strays=()
 }
 
 # Waits (bounded) for the pending commands, then kills what is left.
@@ -143,7 +174,8 @@ media_pending_wait() {
 		done
 		if kill -0 "$pid" 2>/dev/null; then
 			media_log "process $pid still stuck after ${limit}s; killing"
-			kill -KILL $(pgrep -P "$pid" 2>/dev/null) "$pid" 2>/dev/null
+			# shellcheck disable=SC2046
+			kill -KILL $(media__tree "$pid") 2>/dev/null
 		fi
 	done
 	media__pending=()
