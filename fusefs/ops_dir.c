@@ -280,6 +280,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset
 	size_t used = 0;
 	int err = 0;
 
+	wq_meta_begin(fs->wq);
 	if (offset != d->offset) {
 		seekdir(d->dp, offset);
 		d->entry = NULL;
@@ -306,6 +307,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset
 		d->entry = NULL;
 	}
 	/* An error after some entries is reported on the next call, as getdents does. */
+	wq_meta_end(fs->wq);
 	if (err && used == 0)
 		fuse_reply_err(req, err);
 	else

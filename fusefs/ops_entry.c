@@ -42,7 +42,9 @@ static int inode_stat(struct slowmedia *fs, struct sm_inode *inode, int ofd,
 
 	if (fd < 0)
 		return fd;
+	wq_meta_begin(fs->wq);
 	r = stat_queued(fs, inode, fd, ofd, st);
+	wq_meta_end(fs->wq);
 	inode_fd_put(fs, inode);
 	return r;
 }
@@ -60,11 +62,15 @@ int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name
 	pfd = inode_fd_get(fs, parent);
 	if (pfd < 0)
 		return pfd;
+	/* Directory and inode blocks are reads of the medium too: gate them, or a
+	 * path walk pays one write chunk per block it needs. */
+	wq_meta_begin(fs->wq);
 	fd = neg_errno(openat(pfd, name, O_PATH | O_NOFOLLOW));
 	inode_fd_put(fs, parent);
+	r = fd < 0 ? fd : neg_errno(fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+	wq_meta_end(fs->wq);
 	if (fd < 0)
 		return fd;
-	r = neg_errno(fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
 	if (r < 0) {
 		close(fd);
 		return r;

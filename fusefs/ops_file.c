@@ -69,7 +69,9 @@ void sm_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -pfd);
 		return;
 	}
+	wq_meta_begin(fs->wq);
 	fd = neg_errno(open(proc_fd_path(path, pfd), lower_flags(fi->flags)));
+	wq_meta_end(fs->wq);
 	inode_fd_put(fs, inode);
 	if (fd < 0) {
 		fuse_reply_err(req, -fd);

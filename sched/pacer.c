@@ -89,6 +89,11 @@ void readgate_leave(struct readgate *g, int64_t now_ns)
 	g->last_end_ns = now_ns;
 }
 
+void readgate_leave_meta(struct readgate *g)
+{
+	g->active--;
+}
+
 int64_t readgate_wait_ns(const struct readgate *g, int64_t now_ns)
 {
 	int64_t until;

@@ -33,5 +33,7 @@ struct readgate {
 void readgate_init(struct readgate *g, unsigned grace_ms);
 void readgate_enter(struct readgate *g);
 void readgate_leave(struct readgate *g, int64_t now_ns);
+/* A metadata read ended: no grace after it (they are many, and mostly cached). */
+void readgate_leave_meta(struct readgate *g);
 /* Nanoseconds flushers must still hold back (0: flush). */
 int64_t readgate_wait_ns(const struct readgate *g, int64_t now_ns);

@@ -446,6 +446,13 @@ void wq_read_begin(struct wq *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
+void wq_meta_end(struct wq *q)
+{
+	pthread_mutex_lock(&q->lock);
+	readgate_leave_meta(&q->gate);
+	pthread_mutex_unlock(&q->lock);
+}
+
 void wq_read_end(struct wq *q)
 {
 	pthread_mutex_lock(&q->lock);
