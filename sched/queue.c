@@ -71,7 +71,6 @@
 #define META_BLOCKS_PER_FILE 3 /* inode, bitmap, indirect block */
 
 struct wq_file {
-	struct wq *q;	/* immutable */
 	void *owner;	/* immutable */
 	int fd;		/* lower fd while dirty (a dup of the first writer's), else -1 */
 	int dfd;	/* O_DIRECT fd while dirty; DFD_UNTRIED, or -1 if refused */
@@ -108,7 +107,6 @@ struct wq {
 	struct pacer pacer;
 	struct readgate gate;
 	unsigned next_flight;
-	unsigned nflying;
 	int64_t last_syncfs_ns;
 	bool stopping;
 	pthread_t *threads;
@@ -300,7 +298,6 @@ struct wq_file *wq_file_attach(struct wq *q, struct wq_file **slot, void *owner)
 	f = *slot;
 	if (!f) {
 		f = g_new0(struct wq_file, 1);
-		f->q = q;
 		f->owner = owner;
 		f->fd = -1;
 		f->dfd = DFD_UNTRIED;
@@ -654,19 +651,6 @@ void wq_fix_statvfs(struct wq *q, struct statvfs *sv)
 	sv->f_bavail = sv->f_bavail > blocks ? sv->f_bavail - blocks : 0;
 }
 
-void wq_get_stats(struct wq *q, struct wq_stats *st)
-{
-	pthread_mutex_lock(&q->lock);
-	*st = (struct wq_stats){.queued_bytes = q->queued,
-				.flushed_bytes = q->flushed_bytes,
-				.chunks = q->chunks,
-				.bw_bps = q->pacer.bw_bps,
-				.dirty_files = q->dirty.length};
-	for (GList *l = q->dirty.head; l; l = l->next)
-		st->failing_files += ((struct wq_file *)l->data)->error != 0;
-	pthread_mutex_unlock(&q->lock);
-}
-
 /* ---- flushers ---- */
 
 /* Called with the lock held: the next file to work on, or NULL with *wait_ns
@@ -877,7 +861,6 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 	if (!len)
 		return;
 	f->in_flight = true;
-	q->nflying++;
 	/* Round robin between files, unless someone waits on this one. */
 	if (!f->urgent) {
 		g_queue_unlink(&q->dirty, &f->link);
@@ -889,7 +872,6 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 	t1 = now_ns();
 	pthread_mutex_lock(&q->lock);
 	f->in_flight = false;
-	q->nflying--;
 	if (r < 0) {
 		extmap_abort(&f->map, id, off, len);
 		note_failure(q, f, r, "write");

@@ -74,13 +74,3 @@ uint64_t wq_seq(struct wq *q, struct wq_file *f);
 bool wq_fix_stat(struct wq *q, struct wq_file *f, struct stat *st, uint64_t seq);
 /* Free space minus what the queue has reserved. */
 void wq_fix_statvfs(struct wq *q, struct statvfs *sv);
-
-struct wq_stats {
-	uint64_t queued_bytes;
-	uint64_t flushed_bytes;
-	uint64_t chunks;
-	uint64_t bw_bps;
-	unsigned dirty_files;
-	unsigned failing_files;
-};
-void wq_get_stats(struct wq *q, struct wq_stats *st);
