@@ -13,6 +13,7 @@
 
 #include "options.h"
 #include "queue.h"
+#include "sys.h"
 
 struct file_handle;
 
@@ -87,6 +88,9 @@ void inode_unref(struct slowmedia *fs, struct sm_inode *inode);
 /* An O_PATH fd of the inode, valid until inode_fd_put; -errno when it cannot be reached. */
 int inode_fd_get(struct slowmedia *fs, struct sm_inode *inode);
 void inode_fd_put(struct slowmedia *fs, struct sm_inode *inode);
+/* inode_fd_get, as a "/proc/self/fd/N" path for calls that take no fd; 0 or
+ * -errno. Pair with inode_fd_put. */
+int inode_path_get(struct slowmedia *fs, struct sm_inode *inode, char path[PROC_FD_PATH_MAX]);
 
 /* creds.c: create files as the requesting user when the daemon runs as root. */
 struct sm_creds {

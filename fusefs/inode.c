@@ -279,6 +279,16 @@ int inode_fd_get(struct slowmedia *fs, struct sm_inode *inode)
 	return fd;
 }
 
+int inode_path_get(struct slowmedia *fs, struct sm_inode *inode, char path[PROC_FD_PATH_MAX])
+{
+	int fd = inode_fd_get(fs, inode);
+
+	if (fd < 0)
+		return fd;
+	proc_fd_path(path, fd);
+	return 0;
+}
+
 void inode_fd_put(struct slowmedia *fs, struct sm_inode *inode)
 {
 	pthread_mutex_lock(&fs->ino_lock);

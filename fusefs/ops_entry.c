@@ -253,11 +253,10 @@ void sm_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *inode = inode_from_ino(fs, ino);
 	char path[PROC_FD_PATH_MAX];
-	int fd = inode_fd_get(fs, inode);
-	int r = fd;
+	int r = inode_path_get(fs, inode, path);
 
-	if (fd >= 0) {
-		r = neg_errno(faccessat(AT_FDCWD, proc_fd_path(path, fd), mask, AT_EACCESS));
+	if (r == 0) {
+		r = neg_errno(faccessat(AT_FDCWD, path, mask, AT_EACCESS));
 		inode_fd_put(fs, inode);
 	}
 	fuse_reply_err(req, -r);

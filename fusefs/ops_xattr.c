@@ -15,13 +15,12 @@ static void get_or_list(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	char path[PROC_FD_PATH_MAX];
 	g_autofree char *buf = size ? g_malloc(size) : NULL;
 	ssize_t n;
-	int fd = inode_fd_get(fs, inode);
+	int r = inode_path_get(fs, inode, path);
 
-	if (fd < 0) {
-		fuse_reply_err(req, -fd);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
 		return;
 	}
-	proc_fd_path(path, fd);
 	if (kind == XATTR_GET)
 		n = neg_errno_ssize(getxattr(path, name, buf, size));
 	else
@@ -51,11 +50,10 @@ void sm_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *inode = inode_from_ino(fs, ino);
 	char path[PROC_FD_PATH_MAX];
-	int fd = inode_fd_get(fs, inode);
-	int r = fd;
+	int r = inode_path_get(fs, inode, path);
 
-	if (fd >= 0) {
-		r = neg_errno(setxattr(proc_fd_path(path, fd), name, value, size, flags));
+	if (r == 0) {
+		r = neg_errno(setxattr(path, name, value, size, flags));
 		inode_fd_put(fs, inode);
 	}
 	fuse_reply_err(req, -r);
@@ -66,11 +64,10 @@ void sm_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *inode = inode_from_ino(fs, ino);
 	char path[PROC_FD_PATH_MAX];
-	int fd = inode_fd_get(fs, inode);
-	int r = fd;
+	int r = inode_path_get(fs, inode, path);
 
-	if (fd >= 0) {
-		r = neg_errno(removexattr(proc_fd_path(path, fd), name));
+	if (r == 0) {
+		r = neg_errno(removexattr(path, name));
 		inode_fd_put(fs, inode);
 	}
 	fuse_reply_err(req, -r);
