@@ -279,8 +279,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset
 	char *buf = g_malloc(size);
 	size_t used = 0;
 	int err = 0;
+	int64_t meta_t0;
 
-	wq_meta_begin(fs->wq);
+	meta_t0 = wq_meta_begin(fs->wq);
 	if (offset != d->offset) {
 		seekdir(d->dp, offset);
 		d->entry = NULL;
@@ -307,7 +308,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset
 		d->entry = NULL;
 	}
 	/* An error after some entries is reported on the next call, as getdents does. */
-	wq_meta_end(fs->wq);
+	wq_meta_end(fs->wq, meta_t0);
 	if (err && used == 0)
 		fuse_reply_err(req, err);
 	else

@@ -38,13 +38,14 @@ static int inode_stat(struct slowmedia *fs, struct sm_inode *inode, int ofd,
 		      struct stat *st)
 {
 	int fd = inode_fd_get(fs, inode);
+	int64_t meta_t0;
 	int r;
 
 	if (fd < 0)
 		return fd;
-	wq_meta_begin(fs->wq);
+	meta_t0 = wq_meta_begin(fs->wq);
 	r = stat_queued(fs, inode, fd, ofd, st);
-	wq_meta_end(fs->wq);
+	wq_meta_end(fs->wq, meta_t0);
 	inode_fd_put(fs, inode);
 	return r;
 }
@@ -53,6 +54,7 @@ int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name
 		 struct fuse_entry_param *e)
 {
 	struct sm_inode *inode;
+	int64_t meta_t0;
 	int pfd, fd, r;
 
 	memset(e, 0, sizeof(*e));
@@ -64,11 +66,11 @@ int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name
 		return pfd;
 	/* Directory and inode blocks are reads of the medium too: gate them, or a
 	 * path walk pays one write chunk per block it needs. */
-	wq_meta_begin(fs->wq);
+	meta_t0 = wq_meta_begin(fs->wq);
 	fd = neg_errno(openat(pfd, name, O_PATH | O_NOFOLLOW));
 	inode_fd_put(fs, parent);
 	r = fd < 0 ? fd : neg_errno(fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
-	wq_meta_end(fs->wq);
+	wq_meta_end(fs->wq, meta_t0);
 	if (fd < 0)
 		return fd;
 	if (r < 0) {

@@ -62,6 +62,7 @@ void sm_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *inode = inode_from_ino(fs, ino);
 	char path[PROC_FD_PATH_MAX];
+	int64_t meta_t0;
 	int pfd, fd;
 
 	pfd = inode_fd_get(fs, inode);
@@ -69,9 +70,9 @@ void sm_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -pfd);
 		return;
 	}
-	wq_meta_begin(fs->wq);
+	meta_t0 = wq_meta_begin(fs->wq);
 	fd = neg_errno(open(proc_fd_path(path, pfd), lower_flags(fi->flags)));
-	wq_meta_end(fs->wq);
+	wq_meta_end(fs->wq, meta_t0);
 	inode_fd_put(fs, inode);
 	if (fd < 0) {
 		fuse_reply_err(req, -fd);

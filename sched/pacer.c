@@ -8,7 +8,8 @@
  * throughput. The next chunk is sized so it takes about latency= on the medium:
  * a read that arrives behind it waits at most that long. rate= is a token bucket whose
  * burst is one chunk. The read gate holds flushers back while reads are in
- * flight and for read_grace= after the last one. All functions take the time
+ * flight and for read_grace= after the last one; after a metadata op only when
+ * it took long enough to have read the medium. All functions take the time
  * as an argument; the caller (queue.c) holds its lock.
  */
 #include "pacer.h"
@@ -89,9 +90,11 @@ void readgate_leave(struct readgate *g, int64_t now_ns)
 	g->last_end_ns = now_ns;
 }
 
-void readgate_leave_meta(struct readgate *g)
+void readgate_leave_meta(struct readgate *g, int64_t began_ns, int64_t now_ns)
 {
 	g->active--;
+	if (now_ns - began_ns >= META_MEDIUM_NS && now_ns > g->last_end_ns)
+		g->last_end_ns = now_ns;
 }
 
 int64_t readgate_wait_ns(const struct readgate *g, int64_t now_ns)

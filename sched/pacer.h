@@ -33,7 +33,12 @@ struct readgate {
 void readgate_init(struct readgate *g, unsigned grace_ms);
 void readgate_enter(struct readgate *g);
 void readgate_leave(struct readgate *g, int64_t now_ns);
-/* A metadata read ended: no grace after it (they are many, and mostly cached). */
-void readgate_leave_meta(struct readgate *g);
+/* Metadata ops that took at least this long went to the medium. */
+#define META_MEDIUM_NS (2 * NSEC_PER_MSEC)
+/* A metadata op that began at began_ns ended: grace after it only when it took
+ * long enough to have read the medium (a path walk's next step or the data read
+ * that follows is then likely to need the medium too). Cached ones, the many,
+ * leave no grace. */
+void readgate_leave_meta(struct readgate *g, int64_t began_ns, int64_t now_ns);
 /* Nanoseconds flushers must still hold back (0: flush). */
 int64_t readgate_wait_ns(const struct readgate *g, int64_t now_ns);

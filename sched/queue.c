@@ -443,10 +443,18 @@ void wq_read_begin(struct wq *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
-void wq_meta_end(struct wq *q)
+int64_t wq_meta_begin(struct wq *q)
 {
+	wq_read_begin(q);
+	return now_ns();
+}
+
+void wq_meta_end(struct wq *q, int64_t began_ns)
+{
+	int64_t now = now_ns();
+
 	pthread_mutex_lock(&q->lock);
-	readgate_leave_meta(&q->gate);
+	readgate_leave_meta(&q->gate, began_ns, now);
 	pthread_mutex_unlock(&q->lock);
 }
 

@@ -46,12 +46,11 @@ ssize_t wq_read(struct wq *q, struct wq_file *f, int fd, char *buf, size_t len, 
 void wq_read_begin(struct wq *q);
 void wq_read_end(struct wq *q);
 /* Around metadata ops that may read the medium (lookup, stat, readdir, open):
- * flushers hold back while they run, with no grace period after. */
-static inline void wq_meta_begin(struct wq *q)
-{
-	wq_read_begin(q);
-}
-void wq_meta_end(struct wq *q);
+ * flushers hold back while they run, and for read_grace= after the ones that
+ * took long enough to have read the medium. Pass wq_meta_begin's value to
+ * wq_meta_end. */
+int64_t wq_meta_begin(struct wq *q);
+void wq_meta_end(struct wq *q, int64_t began_ns);
 /* Queue a truncate. Returns 1 when nothing of the file is queued: the caller
  * truncates the lower file itself, now. */
 int wq_truncate(struct wq *q, struct wq_file *f, off_t size);

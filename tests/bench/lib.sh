@@ -49,7 +49,8 @@ bench_params() {
 		BENCH_IMG_MB=8192 BENCH_RR_MB=32 BENCH_RR_READS=20 BENCH_SEQ_MB=2 BENCH_DEV_MB=1
 		BENCH_SYNC_T=6 BENCH_UMOUNT_T=6 BENCH_PROBE_T=30 BENCH_FASTWRITE_T=6
 		BENCH_SD_IMG_MB=6144 BENCH_SD_READ_MB=1 BENCH_SD_PROBE_T=3
-		BENCH_LAT_ALONE_S=1 BENCH_LAT_DURING_S=3 BENCH_SD_WRITE_MB=1
+		BENCH_LAT_ALONE_S=1 BENCH_LAT_DURING_S=3 BENCH_SD_LAT_MB=16 BENCH_SD_WRITE_MB=1
+		BENCH_FLUSH_S=2 # = BENCH_WARM: the flush rate is taken during the warm-up
 		BENCH_DBENCH_S=2 BENCH_BONNIE_MB=2 BENCH_BONNIE_T=20 BENCH_BONNIE_REPS=1
 		: "${SLOWMEDIA_OPTS:=latency=100,queue=4M}"
 	else
@@ -59,7 +60,8 @@ bench_params() {
 		BENCH_IMG_MB=12288 BENCH_RR_MB=256 BENCH_RR_READS=1000 BENCH_SEQ_MB=64 BENCH_DEV_MB=64
 		BENCH_SYNC_T=60 BENCH_UMOUNT_T=120 BENCH_PROBE_T=180 BENCH_FASTWRITE_T=180
 		BENCH_SD_IMG_MB=8192 BENCH_SD_READ_MB=20 BENCH_SD_PROBE_T=120
-		BENCH_LAT_ALONE_S=20 BENCH_LAT_DURING_S=60 BENCH_SD_WRITE_MB=64
+		BENCH_LAT_ALONE_S=20 BENCH_LAT_DURING_S=60 BENCH_SD_LAT_MB=64 BENCH_SD_WRITE_MB=64
+		BENCH_FLUSH_S=20 # the last 20 s of the 30 s warm-up
 		BENCH_DBENCH_S=30 BENCH_BONNIE_MB=512 BENCH_BONNIE_T=900 BENCH_BONNIE_REPS=1
 		: "${SLOWMEDIA_OPTS:=latency=100,queue=64M}"
 	fi
@@ -185,8 +187,20 @@ column_enter() {
 	esac
 }
 
+# Where a probe reaches a medium file under slowmedia's in-place mount: a
+# directory fd opened before the mount (slowread sessions only: an open fd
+# would keep the medium busy for the umount probe).
+lower_path() {
+	if [ -n "${LOWER_FD:-}" ]; then
+		echo "/proc/$$/fd/$LOWER_FD/$1"
+	else
+		echo "$MED_MNT/$1"
+	fi
+}
+
 slowmedia_up() {
 	local i
+	[ "$MEDIUM" = slowdev ] && exec {LOWER_FD}<"$MED_MNT"
 	"$SLOWMEDIA_BIN" "$MED_MNT" "$MED_MNT" -f -o "$SLOWMEDIA_OPTS" </dev/null \
 		>"$MEDIA_STATE/slowmedia.log" 2>&1 &
 	SM_PID=$!
@@ -222,6 +236,8 @@ slowmedia_umount() {
 
 slowmedia_down() {
 	media_forget slowmedia
+	[ -n "${LOWER_FD:-}" ] && exec {LOWER_FD}<&-
+	LOWER_FD=
 	media_bounded "$MEDIA_DOWN_TIMEOUT_S" slowmedia_umount
 	if [ "$MB_TIMEDOUT" = 1 ]; then
 		log "slowmedia did not exit; killing it"
@@ -291,6 +307,7 @@ session() {
 	SFX=
 	[ "$profile" = small ] && SFX=_small
 	PROFILE=$profile
+	MEDIUM=$medium
 	GROUP_WRITER=$writer
 	if [ "$medium" = slowdev ]; then
 		why=
@@ -336,12 +353,17 @@ session_one() {
 	fi
 	if [ "$writer" != none ]; then
 		sampler_start
-		FLUSH_S0=$(sectors_written) FLUSH_T0=$EPOCHREALTIME
 		writer_start "$writer"
-		sleep "$BENCH_WARM"
 		PHASE=during
-		for p in $during; do "probe_$p"; done
-		flush_record "$group"
+		if [[ " $during " == *" flush "* ]]; then
+			# The flush rate is taken over the end of the warm-up, before
+			# any probe reads the medium.
+			sleep "$((BENCH_WARM - BENCH_FLUSH_S))"
+			probe_flush
+		else
+			sleep "$BENCH_WARM"
+		fi
+		for p in $during; do [ "$p" = flush ] || "probe_$p"; done
 		for p in $ends; do "probe_$p"; done
 		writer_stop
 		sampler_stop "$group"
@@ -382,7 +404,7 @@ populate() {
 	*" seqread "*) "$SMBIO" fill "$MED_MNT/seq.dat" "$BENCH_SEQ_MB" || return 1 ;;
 	esac
 	case " $1 " in
-	*" slowread "*) "$SMBIO" fill "$MED_MNT/sd.dat" "$((BENCH_SD_READ_MB > 16 ? BENCH_SD_READ_MB : 16))" || return 1 ;;
+	*" slowread "*) "$SMBIO" fill "$MED_MNT/sd.dat" "$((BENCH_SD_READ_MB > BENCH_SD_LAT_MB ? BENCH_SD_READ_MB : BENCH_SD_LAT_MB))" || return 1 ;;
 	esac
 	# smbio fsyncs, but fusefat's fsync leaves the data dirty in the block
 	# device's cache: flush that too, or it drains under the throttle.
@@ -408,16 +430,6 @@ sampler_stop() {
 	local mem bdi
 	mem=$(kv meminfo_mb) && rec collateral "dirty_writeback_peak_mb$SFX" MB "$mem"
 	bdi=$(kv bdi_mb) && [ "${bdi%%.*}" != -1 ] && rec collateral "medium_dirty_peak_mb$SFX" MB "$bdi"
-}
-
-flush_record() {
-	local s1 t1 scen=collateral
-	[ "$1" = slowread ] && scen=slowread
-	[ "$scen" = collateral ] && ! has collateral && return 0
-	[ "$1" = cp ] && return 0
-	s1=$(sectors_written) t1=$EPOCHREALTIME
-	rec "$scen" "flush_mb_s$SFX" MB/s "$(awk -v s="$((s1 - FLUSH_S0))" -v a="$FLUSH_T0" -v b="$t1" \
-		'BEGIN { printf "%.3f", s * 512 / 1e6 / (b - a) }')"
 }
 
 # In quick mode a probe that hit its bound is not repeated: the next runs
@@ -511,9 +523,24 @@ probe_devread() {
 	done
 }
 
+# Flush throughput while nothing reads the medium: sectors the medium's
+# block device completed over a quiet interval of the writer, against the
+# medium's nominal write bandwidth.
+probe_flush() {
+	local s0 s1 t0 t1 mbs scen=collateral
+	[ "$MEDIUM" = slowdev ] && scen=slowread
+	s0=$(sectors_written) t0=$EPOCHREALTIME
+	sleep "$BENCH_FLUSH_S"
+	s1=$(sectors_written) t1=$EPOCHREALTIME
+	mbs=$(awk -v s="$((s1 - s0))" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", s * 512 / 1e6 / (b - a) }')
+	rec "$scen" "flush_mb_s$SFX" MB/s "$mbs"
+	rec "$scen" "flush_vs_bw$SFX" x "$(awk -v m="$mbs" -v b="$BENCH_WBPS" 'BEGIN { printf "%.3f", m * 1e6 / b }')"
+	log "  flush with nothing reading: $mbs MB/s (nominal $(awk -v b="$BENCH_WBPS" 'BEGIN { print b / 1e6 }'))"
+}
+
 probe_fsync4k() {
 	local i name=fast_fsync_4k${SFX}_ms
-	[ "$PHASE" = alone ] && name=fast_fsync_4k_idle_ms
+	[ "$PHASE" = alone ] && name=fast_fsync_4k_idle${SFX}_ms
 	for ((i = 0; i < BENCH_REPS; i++)); do
 		measure "$BENCH_PROBE_T" "$SMBIO" fsync4k "$FAST/f4k" "$BENCH_FSYNC_N" 50
 		if [ "$MB_TIMEDOUT" = 1 ]; then
@@ -524,11 +551,13 @@ probe_fsync4k() {
 	done
 	rm -f "$FAST/f4k"
 	log "  4 KiB write+fsync ($PHASE): last p50 $(kv p50_ms) ms"
+	[ "$PHASE" = during ] && ratio collateral "fast_fsync_4k_factor$SFX" \
+		"collateral:$name" "collateral:fast_fsync_4k_idle${SFX}_ms"
 }
 
 probe_fastwrite() {
 	local i name=fast_write_1g${SFX}_s
-	[ "$PHASE" = alone ] && name=fast_write_1g_idle_s
+	[ "$PHASE" = alone ] && name=fast_write_1g_idle${SFX}_s
 	for ((i = 0; i < BENCH_REPS; i++)); do
 		measure "$BENCH_FASTWRITE_T" "$SMBIO" write "$FAST/w.dat" "$BENCH_FASTWRITE_MB"
 		rec collateral "$name" s "$(kv seconds || echo "$MB_ELAPSED")" "$MB_TIMEDOUT"
@@ -536,6 +565,8 @@ probe_fastwrite() {
 		quick_give_up && break
 	done
 	log "  fast write ${BENCH_FASTWRITE_MB} MB + fsync ($PHASE): last ${MB_ELAPSED}s"
+	[ "$PHASE" = during ] && ratio collateral "fast_write_1g_factor$SFX" \
+		"collateral:$name" "collateral:fast_write_1g_idle${SFX}_s"
 }
 
 # A global sync while the writer runs: may hang for as long as the backlog
@@ -578,9 +609,15 @@ probe_slowread() {
 probe_latread() {
 	local budget=$BENCH_LAT_ALONE_S p50=slow_read_idle_p50_ms p99=slow_read_idle_p99_ms
 	[ "$PHASE" = during ] && { budget=$BENCH_LAT_DURING_S p50=slow_read_p50_ms p99=slow_read_p99_ms; }
-	drop_caches
+	# The file's data leaves the caches (through slowmedia a lower page could
+	# serve a read), its block map is brought in, untimed: ext2 reaches most
+	# of a 64 MiB file through indirect blocks, and a read that has to fetch
+	# one makes two or three accesses of the medium; with them cached each
+	# read is one access, as on the reports' drives once a file is in use.
+	"$SMBIO" evict "$(lower_path sd.dat)"
+	measure "$BENCH_SD_PROBE_T" filefrag "$(lower_path sd.dat)"
 	# smbio's own watchdog ends it (budget + 2 s); the bound is a safety net.
-	measure "$(awk -v a="$budget" -v b="$BENCH_SD_PROBE_T" 'BEGIN { print a + b }')" "$SMBIO" latread "$MED_MNT/sd.dat" 65536 100000 "$budget"
+	measure "$(awk -v a="$budget" -v b="$BENCH_SD_PROBE_T" 'BEGIN { print a + b }')" "$SMBIO" latread "$MED_MNT/sd.dat" 65536 100000 "$budget" direct opened
 	if kv p50_ms >/dev/null; then
 		rec slowread "$p50" ms "$(kv p50_ms)" "$(kv censored)"
 		rec slowread "$p99" ms "$(kv p99_ms)" "$(kv censored)"
@@ -593,20 +630,37 @@ probe_latread() {
 	fi
 }
 
+# One 4 KiB O_DIRECT read, as in the reports: their idle figure (0.085 s,
+# one access of a DVD-RAM) is a read whose metadata was cached. The file is
+# opened untimed (caches dropped first) and the read is in its first 48 KiB,
+# which ext2 maps from the inode itself, so the timed read is one access of
+# the medium. The cold variant times open and read with every cache dropped.
 probe_direct4k() {
-	local i name=slow_read_4k_direct_idle_ms
-	[ "$PHASE" = during ] && name=slow_read_4k_direct_ms
+	local i name=slow_read_4k_direct_idle_ms cold=slow_read_4k_direct_cold_idle_ms
+	[ "$PHASE" = during ] && { name=slow_read_4k_direct_ms cold=slow_read_4k_direct_cold_ms; }
 	for ((i = 0; i < BENCH_REPS; i++)); do
 		drop_caches
-		measure "$BENCH_SD_PROBE_T" "$SMBIO" latread "$MED_MNT/sd.dat" 4096 1 "$BENCH_SD_PROBE_T" direct
-		if kv max_ms >/dev/null; then
-			rec slowread "$name" ms "$(kv max_ms)" "$(kv censored)"
-		else
-			rec slowread "$name" ms "$(awk -v t="$MB_ELAPSED" 'BEGIN { print t * 1000 }')" 1
-		fi
+		measure "$BENCH_SD_PROBE_T" "$SMBIO" latread "$MED_MNT/sd.dat" 4096 1 "$BENCH_SD_PROBE_T" \
+			direct opened within=49152
+		direct4k_rec "$name"
 		quick_give_up && break
 	done
 	log "  one 4 KiB O_DIRECT read ($PHASE): last $(kv max_ms || echo ">$MB_ELAPSED s") ms"
+	for ((i = 0; i < BENCH_REPS; i++)); do
+		drop_caches
+		measure "$BENCH_SD_PROBE_T" "$SMBIO" latread "$MED_MNT/sd.dat" 4096 1 "$BENCH_SD_PROBE_T" direct
+		direct4k_rec "$cold"
+		quick_give_up && break
+	done
+	log "  open + one 4 KiB O_DIRECT read, all caches cold ($PHASE): last $(kv max_ms || echo ">$MB_ELAPSED s") ms"
+}
+
+direct4k_rec() {
+	if kv max_ms >/dev/null; then
+		rec slowread "$1" ms "$(kv max_ms)" "$(kv censored)"
+	else
+		rec slowread "$1" ms "$(awk -v t="$MB_ELAPSED" 'BEGIN { print t * 1000 }')" 1
+	fi
 }
 
 # A bounded writer (dd + fsync) against the medium's nominal write speed.

@@ -28,11 +28,13 @@ SCENARIO_METRICS = {
     "randread": [("randread_s_T%d_B%d" % (t, b), "s") for t in (1, 4, 10) for b in (4, 8, 16, 32)],
     "seqread": [("slow_seq_read_mb_s", "MB/s"), ("slow_dev_read_mb_s", "MB/s")],
     "collateral": [(m + sfx, u) for sfx in ("", "_small") for m, u in (
-        ("fast_fsync_4k_ms", "ms"), ("fast_write_1g_s", "s"), ("global_sync_s", "s"),
-        ("umount_s", "s"), ("dirty_writeback_peak_mb", "MB"))],
+        ("fast_fsync_4k_ms", "ms"), ("fast_fsync_4k_factor", "x"), ("fast_write_1g_s", "s"),
+        ("fast_write_1g_factor", "x"), ("global_sync_s", "s"), ("umount_s", "s"),
+        ("dirty_writeback_peak_mb", "MB"), ("flush_mb_s", "MB/s"), ("flush_vs_bw", "x"))],
     "slowread": [("slow_read_p50_ms", "ms"), ("slow_read_p99_ms", "ms"),
                  ("slow_read_20mb_factor", "x"), ("slow_read_4k_direct_ms", "ms"),
-                 ("flush_mb_s", "MB/s"), ("writer_elapsed_vs_ideal", "x")],
+                 ("slow_read_4k_direct_cold_ms", "ms"), ("flush_mb_s", "MB/s"),
+                 ("flush_vs_bw", "x"), ("writer_elapsed_vs_ideal", "x")],
     "dbench": [("dbench_mb_s", "MB/s"), ("bonnie_block_write_kb_s", "KB/s")],
 }
 

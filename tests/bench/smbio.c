@@ -11,11 +11,14 @@
  *   smbio randread FILE N BLOCKS BSIZE THREADS
  *                                      N random reads of BLOCKS x BSIZE bytes in
  *                                      total, shared by THREADS: seconds=
- *   smbio latread FILE SIZE N BUDGET_S [direct]
+ *   smbio latread FILE SIZE N BUDGET_S [direct] [opened] [within=BYTES]
  *                                      up to N random reads of SIZE bytes, one
- *                                      at a time, for at most BUDGET_S seconds:
- *                                      p50/p99/max ms
+ *                                      at a time, no block twice, for at most
+ *                                      BUDGET_S seconds: p50/p99/max ms;
+ *                                      opened: the open is not timed (open_ms=);
+ *                                      within: offsets below BYTES only
  *   smbio seqread FILE                 read it all (1 MiB reads): seconds=, mb_s=
+ *   smbio evict FILE                   drop the file's pages from the page cache
  *   smbio devread DEV MB               O_DIRECT sequential read of MB MiB from
  *                                      a block device, like hdparm -t: mb_s=
  *
@@ -232,11 +235,22 @@ static void *latread_watchdog(void *arg)
 	_exit(0);
 }
 
-static int do_latread(const char *path, long size, int n, double budget, int direct)
+struct latread_opts {
+	int direct;      /* O_DIRECT */
+	int opened;      /* open (and stat) untimed: the reads alone are timed */
+	off_t within;    /* offsets only below this (0: the whole file) */
+};
+
+/* Offsets are drawn without replacement (a shuffled list of the file's
+ * SIZE-blocks), so no read can hit a block an earlier one brought into a
+ * cache: every read is a read of the medium. */
+static int do_latread(const char *path, long size, int n, double budget,
+		      const struct latread_opts *o)
 {
 	char *buf = xalloc_aligned(size);
 	double t0 = now_s(), deadline = t0 + budget + LATREAD_GRACE_S;
 	uint64_t seed = 0xabcdef12345ULL ^ (uint64_t)getpid();
+	off_t span, nblocks, *order;
 	pthread_t wd;
 	struct stat st;
 	int fd;
@@ -244,20 +258,45 @@ static int do_latread(const char *path, long size, int n, double budget, int dir
 	lr_lat = calloc(n, sizeof(*lr_lat));
 	if (!lr_lat)
 		die("out of memory", NULL);
-	/* Opening may itself wait behind the writes (the inode is read from
-	 * the medium): it counts as part of the first read. */
+	if (o->opened) {
+		double o0 = now_s();
+
+		fd = open(path, O_RDONLY | (o->direct ? O_DIRECT : 0));
+		if (fd < 0 || fstat(fd, &st))
+			die("open", path);
+		printf("open_ms=%.3f ", (now_s() - o0) * 1000);
+		t0 = now_s();
+		deadline = t0 + budget + LATREAD_GRACE_S;
+	}
+	/* Otherwise opening may itself wait behind the writes (the inode is
+	 * read from the medium): it counts as part of the first read. */
 	lr_inflight_since = t0;
 	pthread_create(&wd, NULL, latread_watchdog, &deadline);
-	fd = open(path, O_RDONLY | (direct ? O_DIRECT : 0));
-	if (fd < 0 || fstat(fd, &st))
-		die("open", path);
-	if (st.st_size < size)
+	if (!o->opened) {
+		fd = open(path, O_RDONLY | (o->direct ? O_DIRECT : 0));
+		if (fd < 0 || fstat(fd, &st))
+			die("open", path);
+	}
+	span = o->within && o->within < st.st_size ? o->within : st.st_size;
+	nblocks = span / size;
+	if (nblocks < 1)
 		die("file too small", path);
+	order = calloc(nblocks, sizeof(*order));
+	if (!order)
+		die("out of memory", NULL);
+	for (off_t b = 0; b < nblocks; b++)
+		order[b] = b;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 	for (int i = 0; i < n && now_s() - t0 < budget; i++) {
-		off_t off = (off_t)(rnd_next(&seed) % (st.st_size / size)) * size;
+		off_t k = i % nblocks, j, off;
 		double r0 = i ? now_s() : t0;
 
+		/* Fisher-Yates, one step per read; a new round reshuffles. */
+		j = k + (off_t)(rnd_next(&seed) % (uint64_t)(nblocks - k));
+		off = order[j];
+		order[j] = order[k];
+		order[k] = off;
+		off *= size;
 		pthread_mutex_lock(&lr_lock);
 		lr_inflight_since = r0;
 		pthread_mutex_unlock(&lr_lock);
@@ -313,14 +352,33 @@ static int do_devread(const char *dev, long mb)
 	return 0;
 }
 
+/* Drops the file's clean pages from the page cache (its metadata stays). */
+static int do_evict(const char *path)
+{
+	int fd = open(path, O_RDONLY), e;
+
+	if (fd < 0)
+		die("open", path);
+	if (fdatasync(fd))
+		die("fdatasync", path);
+	e = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	if (e) {
+		errno = e;
+		die("posix_fadvise", path);
+	}
+	close(fd);
+	return 0;
+}
+
 static void usage(void)
 {
 	fputs("usage: smbio fill|write FILE MB\n"
 	      "       smbio fsync4k FILE N GAP_MS\n"
 	      "       smbio randread FILE N BLOCKS BSIZE THREADS\n"
-	      "       smbio latread FILE SIZE N BUDGET_S [direct]\n"
+	      "       smbio latread FILE SIZE N BUDGET_S [direct] [opened] [within=BYTES]\n"
 	      "       smbio seqread FILE [direct]\n"
-	      "       smbio devread DEV MB\n",
+	      "       smbio devread DEV MB\n"
+	      "       smbio evict FILE\n",
 	      stderr);
 	exit(2);
 }
@@ -330,6 +388,8 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(cmd, "evict") && argc == 3)
+		return do_evict(argv[2]);
 	if (!strcmp(cmd, "fill") && argc == 4)
 		return do_write(argv[2], atol(argv[3]), 0);
 	if (!strcmp(cmd, "write") && argc == 4)
@@ -339,9 +399,23 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "randread") && argc == 7)
 		return do_randread(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]),
 				   atoi(argv[6]));
-	if (!strcmp(cmd, "latread") && (argc == 6 || argc == 7))
-		return do_latread(argv[2], atol(argv[3]), atoi(argv[4]), atof(argv[5]),
-				  argc == 7 && !strcmp(argv[6], "direct"));
+	if (!strcmp(cmd, "latread") && argc >= 6) {
+		struct latread_opts o = {0};
+
+		for (int i = 6; i < argc; i++) {
+			if (!strcmp(argv[i], "direct"))
+				o.direct = 1;
+			else if (!strcmp(argv[i], "opened"))
+				o.opened = 1;
+			else if (!strncmp(argv[i], "within=", 7))
+				o.within = atoll(argv[i] + 7);
+			else {
+				usage();
+				return 2;
+			}
+		}
+		return do_latread(argv[2], atol(argv[3]), atoi(argv[4]), atof(argv[5]), &o);
+	}
 	if (!strcmp(cmd, "seqread") && (argc == 3 || argc == 4))
 		return do_seqread(argv[2], argc == 4 && !strcmp(argv[3], "direct"));
 	if (!strcmp(cmd, "devread") && argc == 4)

@@ -250,6 +250,35 @@ START_TEST(test_gate_grace)
 }
 END_TEST
 
+START_TEST(test_gate_meta)
+{
+	const int64_t grace = 20 * NSEC_PER_MSEC;
+	struct readgate g;
+
+	readgate_init(&g, 20);
+	/* Served from the caches: flushing resumes at once. */
+	readgate_enter(&g);
+	ck_assert_int_gt(readgate_wait_ns(&g, T0), 0);
+	readgate_leave_meta(&g, T0, T0 + META_MEDIUM_NS - 1);
+	ck_assert_int_eq(readgate_wait_ns(&g, T0 + META_MEDIUM_NS - 1), 0);
+	/* Went to the medium: the next step of the walk gets the grace. */
+	readgate_enter(&g);
+	readgate_leave_meta(&g, T0, T0 + 80 * NSEC_PER_MSEC);
+	ck_assert_int_eq(readgate_wait_ns(&g, T0 + 80 * NSEC_PER_MSEC), grace);
+	ck_assert_int_eq(readgate_wait_ns(&g, T0 + 80 * NSEC_PER_MSEC + grace), 0);
+	/* A slow op that ended before a later read does not pull the grace back. */
+	readgate_enter(&g);
+	readgate_enter(&g);
+	readgate_leave(&g, T0 + NSEC_PER_SEC);
+	readgate_leave_meta(&g, T0, T0 + NSEC_PER_SEC - 1);
+	ck_assert_int_eq(readgate_wait_ns(&g, T0 + NSEC_PER_SEC), grace);
+	/* A cached one keeps a pending grace as it is. */
+	readgate_enter(&g);
+	readgate_leave_meta(&g, T0 + NSEC_PER_SEC + 5, T0 + NSEC_PER_SEC + 10);
+	ck_assert_int_eq(readgate_wait_ns(&g, T0 + NSEC_PER_SEC), grace);
+}
+END_TEST
+
 START_TEST(test_gate_overlapping_reads)
 {
 	struct readgate g;
@@ -297,6 +326,7 @@ static Suite *pacer_suite(void)
 
 	tcase_add_test(gate, test_gate_no_reads);
 	tcase_add_test(gate, test_gate_grace);
+	tcase_add_test(gate, test_gate_meta);
 	tcase_add_test(gate, test_gate_overlapping_reads);
 	tcase_add_test(gate, test_gate_no_grace);
 	suite_add_tcase(s, gate);
