@@ -109,6 +109,16 @@ static inline struct wq_file *inode_wqf(struct sm_inode *inode)
 /* ops_entry.c helpers shared with ops_dir.c and ops_file.c */
 int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name,
 		 struct fuse_entry_param *e);
+/* -ENAMETOOLONG for a name the lower filesystem would refuse, else 0. */
 int check_name(const char *name);
+/* check_name, then the O_PATH fd of dir to create or remove name in. Pair with
+ * inode_fd_put(dir). */
+int named_dir_fd_get(struct slowmedia *fs, struct sm_inode *dir, const char *name);
+/* Both fds or neither (then -errno). Pair with inode_fd_put of each. */
+int inode_fd_pair_get(struct slowmedia *fs, struct sm_inode *a, struct sm_inode *b, int *fa,
+		      int *fb);
+/* After an op made name in dir (r == 0): reply with its entry; else the error. */
+void reply_new_entry(fuse_req_t req, struct slowmedia *fs, struct sm_inode *dir,
+		     const char *name, int r);
 
 extern const struct fuse_lowlevel_ops sm_ops;

@@ -17,18 +17,12 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *dir = inode_from_ino(fs, parent);
-	struct fuse_entry_param e;
 	struct sm_creds creds;
 	int pfd, r;
 
-	r = check_name(name);
+	pfd = r = named_dir_fd_get(fs, dir, name);
 	if (r < 0)
-		goto out_err;
-	pfd = inode_fd_get(fs, dir);
-	if (pfd < 0) {
-		r = pfd;
-		goto out_err;
-	}
+		goto out;
 	r = creds_enter(req, &creds);
 	if (r < 0)
 		goto out_put;
@@ -46,15 +40,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	creds_leave(&creds);
 out_put:
 	inode_fd_put(fs, dir);
-	if (r < 0)
-		goto out_err;
-	r = entry_lookup(fs, dir, name, &e);
-	if (r < 0)
-		goto out_err;
-	fuse_reply_entry(req, &e);
-	return;
-out_err:
-	fuse_reply_err(req, -r);
+out:
+	reply_new_entry(req, fs, dir, name, r);
 }
 
 void sm_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -89,36 +76,18 @@ void sm_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name
 {
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *inode = inode_from_ino(fs, ino), *dir = inode_from_ino(fs, parent);
-	struct fuse_entry_param e;
 	int fd, pfd, r;
 
 	r = check_name(name);
-	if (r < 0)
-		goto out_err;
-	fd = inode_fd_get(fs, inode);
-	if (fd < 0) {
-		r = fd;
-		goto out_err;
+	if (r == 0)
+		r = inode_fd_pair_get(fs, inode, dir, &fd, &pfd);
+	if (r == 0) {
+		r = link_at(fd, pfd, name);
+		inode_fd_put(fs, dir);
+		inode_fd_put(fs, inode);
 	}
-	pfd = inode_fd_get(fs, dir);
-	if (pfd < 0) {
-		r = pfd;
-		goto out_put;
-	}
-	r = link_at(fd, pfd, name);
-	inode_fd_put(fs, dir);
-out_put:
-	inode_fd_put(fs, inode);
-	if (r < 0)
-		goto out_err;
 	/* The lookup finds the same inode: one inode per hard-linked file. */
-	r = entry_lookup(fs, dir, name, &e);
-	if (r < 0)
-		goto out_err;
-	fuse_reply_entry(req, &e);
-	return;
-out_err:
-	fuse_reply_err(req, -r);
+	reply_new_entry(req, fs, dir, name, r);
 }
 
 /* The inode a name in dir refers to, if we know it (referenced), for elision. */
@@ -144,17 +113,13 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, in
 {
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *dir = inode_from_ino(fs, parent), *victim = NULL;
-	int pfd, r = check_name(name);
+	int pfd, r;
 
-	if (r == 0) {
-		pfd = inode_fd_get(fs, dir);
-		if (pfd >= 0) {
-			victim = flags ? NULL : known_inode(fs, pfd, name);
-			r = neg_errno(unlinkat(pfd, name, flags));
-			inode_fd_put(fs, dir);
-		} else {
-			r = pfd;
-		}
+	pfd = r = named_dir_fd_get(fs, dir, name);
+	if (pfd >= 0) {
+		victim = flags ? NULL : known_inode(fs, pfd, name);
+		r = neg_errno(unlinkat(pfd, name, flags));
+		inode_fd_put(fs, dir);
 	}
 	forget_known(fs, victim, r);
 	fuse_reply_err(req, -r);
@@ -181,24 +146,14 @@ void sm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	r = check_name(name);
 	if (r == 0)
 		r = check_name(newname);
-	if (r < 0)
-		goto out;
-	pfd = inode_fd_get(fs, from);
-	if (pfd < 0) {
-		r = pfd;
-		goto out;
+	if (r == 0)
+		r = inode_fd_pair_get(fs, from, to, &pfd, &npfd);
+	if (r == 0) {
+		victim = (flags & RENAME_EXCHANGE) ? NULL : known_inode(fs, npfd, newname);
+		r = neg_errno(renameat2(pfd, name, npfd, newname, flags));
+		inode_fd_put(fs, to);
+		inode_fd_put(fs, from);
 	}
-	npfd = inode_fd_get(fs, to);
-	if (npfd < 0) {
-		r = npfd;
-		goto out_put;
-	}
-	victim = (flags & RENAME_EXCHANGE) ? NULL : known_inode(fs, npfd, newname);
-	r = neg_errno(renameat2(pfd, name, npfd, newname, flags));
-	inode_fd_put(fs, to);
-out_put:
-	inode_fd_put(fs, from);
-out:
 	forget_known(fs, victim, r);
 	fuse_reply_err(req, -r);
 }

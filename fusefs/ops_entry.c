@@ -14,6 +14,40 @@ int check_name(const char *name)
 	return strlen(name) > NAME_MAX ? -ENAMETOOLONG : 0;
 }
 
+int named_dir_fd_get(struct slowmedia *fs, struct sm_inode *dir, const char *name)
+{
+	int r = check_name(name);
+
+	return r < 0 ? r : inode_fd_get(fs, dir);
+}
+
+int inode_fd_pair_get(struct slowmedia *fs, struct sm_inode *a, struct sm_inode *b, int *fa,
+		      int *fb)
+{
+	*fa = inode_fd_get(fs, a);
+	if (*fa < 0)
+		return *fa;
+	*fb = inode_fd_get(fs, b);
+	if (*fb < 0) {
+		inode_fd_put(fs, a);
+		return *fb;
+	}
+	return 0;
+}
+
+void reply_new_entry(fuse_req_t req, struct slowmedia *fs, struct sm_inode *dir,
+		     const char *name, int r)
+{
+	struct fuse_entry_param e;
+
+	if (r == 0)
+		r = entry_lookup(fs, dir, name, &e);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_entry(req, &e);
+}
+
 /*
  * Stat the lower file (through an open fd when ofd >= 0, else the O_PATH fd)
  * with the queue's view laid over. A chunk landing between the lower stat and
@@ -58,10 +92,7 @@ int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name
 	int pfd, fd, r;
 
 	memset(e, 0, sizeof(*e));
-	r = check_name(name);
-	if (r < 0)
-		return r;
-	pfd = inode_fd_get(fs, parent);
+	pfd = named_dir_fd_get(fs, parent, name);
 	if (pfd < 0)
 		return pfd;
 	/* Directory and inode blocks are reads of the medium too: gate them, or a

@@ -92,14 +92,9 @@ void sm_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	struct sm_creds creds;
 	int pfd, fd = -1, r;
 
-	r = check_name(name);
+	pfd = r = named_dir_fd_get(fs, dir, name);
 	if (r < 0)
 		goto out_err;
-	pfd = inode_fd_get(fs, dir);
-	if (pfd < 0) {
-		r = pfd;
-		goto out_err;
-	}
 	r = creds_enter(req, &creds);
 	if (r == 0) {
 		fd = r = neg_errno(openat(pfd, name, lower_flags(fi->flags) | O_CREAT |

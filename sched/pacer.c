@@ -6,7 +6,14 @@
  * flattered by a device cache or a throttle's initial burst, and an
  * overestimate costs reads a long wait, an underestimate only a little
  * throughput. The next chunk is sized so it takes about latency= on the medium:
- * a read that arrives behind it waits at most that long. rate= is a token bucket whose
+ * a read that arrives behind it waits at most that long. A chunk that follows a
+ * read (or anything else that moved the head) pays a seek first: that extra
+ * time is learnt apart (seek_ns, from such chunks against the bandwidth of
+ * contiguous ones) and taken off its budget, so with the seek it still fits in
+ * latency=; such chunks do not feed the bandwidth, or every read would drag it
+ * down. When nearly every chunk seeks (files written in turn), seeking is the
+ * medium's normal pace: the bandwidth then includes it and seek_ns is dropped.
+ * rate= is a token bucket whose
  * burst is one chunk. The read gate holds flushers back while reads are in
  * flight and for read_grace= after the last one; after a metadata op only when
  * it took long enough to have read the medium. All functions take the time
@@ -15,8 +22,11 @@
 #include "pacer.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define EWMA_UP_NEW_PCT 30
 #define EWMA_DOWN_NEW_PCT 75
+#define SEEK_NEW_PCT 50
+#define SEEKS_IN_ROW_NORMAL 4 /* this many seeking chunks in a row: seeking is the norm */
 
 void pacer_init(struct pacer *p, uint64_t rate_bps, unsigned latency_ms)
 {
@@ -31,15 +41,23 @@ static uint64_t effective_bw(const struct pacer *p)
 	return p->bw_bps;
 }
 
-size_t pacer_chunk_bytes(const struct pacer *p)
+static bool seek_learnt(const struct pacer *p, bool seeks)
+{
+	return seeks && p->seeks_in_row < SEEKS_IN_ROW_NORMAL;
+}
+
+size_t pacer_chunk_bytes(const struct pacer *p, bool seeks)
 {
 	uint64_t bw = effective_bw(p);
+	int64_t budget_ns = p->latency_ns;
 	uint64_t bytes;
 
 	if (!bw)
 		return CHUNK_MIN_BYTES;
+	if (seek_learnt(p, seeks))
+		budget_ns = MAX(budget_ns - p->seek_ns, 0);
 	/* 128 bits: 60 s of latency times a fast disk overflows 64. */
-	bytes = (uint64_t)MIN((unsigned __int128)bw * (uint64_t)p->latency_ns / NSEC_PER_SEC,
+	bytes = (uint64_t)MIN((unsigned __int128)bw * (uint64_t)budget_ns / NSEC_PER_SEC,
 			      (unsigned __int128)CHUNK_MAX_BYTES);
 	if (p->last_chunk && bytes > 2 * (uint64_t)p->last_chunk)
 		bytes = 2 * (uint64_t)p->last_chunk;
@@ -57,16 +75,33 @@ int64_t pacer_delay_ns(const struct pacer *p, int64_t now_ns)
 	return p->next_ok_ns - now_ns;
 }
 
-void pacer_done(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns)
+/* A seeking chunk against the bandwidth of contiguous ones: the rest is the seek. */
+static void seek_sample(struct pacer *p, size_t bytes, int64_t took)
+{
+	int64_t transfer = (int64_t)((uint64_t)bytes * NSEC_PER_SEC / p->bw_bps);
+	int64_t extra = MIN(MAX(took - transfer, 0), p->latency_ns);
+
+	p->seek_ns = p->seek_ns ? (p->seek_ns * (100 - SEEK_NEW_PCT) + extra * SEEK_NEW_PCT) / 100
+				: extra;
+}
+
+void pacer_done(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns, bool seeks)
 {
 	int64_t took = end_ns - start_ns;
+	bool learnt = seek_learnt(p, seeks); /* as pacer_chunk_bytes sized it */
 
-	if (took > 0 && bytes >= CHUNK_MIN_BYTES / 2) {
+	p->seeks_in_row = seeks ? p->seeks_in_row + 1 : 0;
+	if (learnt && p->bw_bps) {
+		if (took > 0)
+			seek_sample(p, bytes, took);
+	} else if (took > 0 && bytes >= CHUNK_MIN_BYTES / 2) {
 		uint64_t sample = (uint64_t)bytes * NSEC_PER_SEC / (uint64_t)took;
 		unsigned pct = sample < p->bw_bps ? EWMA_DOWN_NEW_PCT : EWMA_UP_NEW_PCT;
 		p->bw_bps = p->bw_bps ? (p->bw_bps * (100 - pct) + sample * pct) / 100 : sample;
 		p->last_chunk = bytes;
 	}
+	if (p->seeks_in_row >= SEEKS_IN_ROW_NORMAL)
+		p->seek_ns = 0;
 	if (p->rate_bps) {
 		/* Idle time earns no credit beyond one chunk's burst. */
 		int64_t base = p->next_ok_ns > start_ns ? p->next_ok_ns : start_ns;

@@ -1,5 +1,6 @@
 /* Chunk sizing, bandwidth estimate, rate cap and the read gate: pure logic, time passed in. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,15 +15,19 @@ struct pacer {
 	int64_t latency_ns;  /* latency= target for one chunk */
 	int64_t next_ok_ns;  /* token bucket: earliest start of the next chunk */
 	size_t last_chunk;   /* bytes of the last sampled chunk: growth is at most 2x */
+	int64_t seek_ns;     /* EWMA of what a chunk that moves the head takes extra */
+	unsigned seeks_in_row; /* chunks in a row that moved the head */
 };
 
 void pacer_init(struct pacer *p, uint64_t rate_bps, unsigned latency_ms);
-/* Bytes for the next chunk: bandwidth x latency target, clamped. */
-size_t pacer_chunk_bytes(const struct pacer *p);
+/* Bytes for the next chunk: bandwidth x latency target, clamped. seeks: the
+ * chunk does not continue the last I/O of the medium (a read, a syncfs or
+ * another file came between), so its budget pays for the head's move first. */
+size_t pacer_chunk_bytes(const struct pacer *p, bool seeks);
 /* Nanoseconds to wait before the next chunk may start (0: go). */
 int64_t pacer_delay_ns(const struct pacer *p, int64_t now_ns);
-/* A chunk of `bytes` ran from start_ns to end_ns. */
-void pacer_done(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns);
+/* A chunk of `bytes` ran from start_ns to end_ns; seeks as for pacer_chunk_bytes. */
+void pacer_done(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns, bool seeks);
 
 struct readgate {
 	unsigned active;     /* reads in flight */

@@ -61,9 +61,15 @@
 #define RETRY_MIN_NS (500 * NSEC_PER_MSEC)
 #define RETRY_MAX_NS (30 * NSEC_PER_SEC)
 /* Metadata (bitmaps, inode tables, indirect blocks) sits elsewhere on the
- * medium: each syncfs costs a few seeks, so not too often; ext2 dirties a few
- * blocks per second of flushing, so 5 s keeps it well under a megabyte. */
-#define SYNCFS_INTERVAL_NS (5 * NSEC_PER_SEC)
+ * medium: each syncfs costs a few seeks (half a second on a DVD-RAM for 5 s of
+ * ext2 writing), and the same bitmap and inode blocks are written again each
+ * time. So the interval grows with what a syncfs costs, to keep it at about
+ * 1/SYNCFS_SHARE_DIV of the medium's time, within [MIN, MAX]; ext2 dirties a
+ * few blocks per second of flushing, so even 30 s stays well under a
+ * megabyte, and the kernel would write it at 30 s anyway (dirty_expire). */
+#define SYNCFS_INTERVAL_MIN_NS (5 * NSEC_PER_SEC)
+#define SYNCFS_INTERVAL_MAX_NS (30 * NSEC_PER_SEC)
+#define SYNCFS_SHARE_DIV 20
 #define IDLE_WAIT_NS NSEC_PER_SEC
 #define DRAIN_LOG_INTERVAL_NS (5 * NSEC_PER_SEC)
 #define DRAIN_GIVEUP_FAILURES 3
@@ -100,6 +106,7 @@ struct wq {
 	struct sched_opts opts; /* immutable copy (strings not owned) */
 	struct wq_hooks hooks;	/* immutable */
 	int root_fd;		/* immutable */
+	int sync_fd;		/* immutable: a readable fd of the lower root, for syncfs (-1: none) */
 	GQueue dirty;		/* files with work; the head flushes first */
 	uint64_t queued;	/* bytes in all extent maps */
 	uint64_t avail;		/* lower free bytes at the last statvfs */
@@ -108,6 +115,15 @@ struct wq {
 	struct readgate gate;
 	unsigned next_flight;
 	int64_t last_syncfs_ns;
+	int64_t syncfs_interval_ns; /* from the last syncfs's cost */
+	bool meta_dirty;	/* the medium was written since the last syncfs */
+	/* Where the last chunk left the head: the next one seeks unless it
+	 * continues it with nothing (read, syncfs, truncate) in between. */
+	const struct wq_file *last_file; /* only compared, never followed */
+	off_t last_end;
+	int64_t last_chunk_end_ns;
+	bool head_moved;
+	int syncfs_errno;	/* the last syncfs error logged (0: none) */
 	bool stopping;
 	pthread_t *threads;
 	unsigned nthreads;
@@ -207,6 +223,12 @@ struct wq *wq_new(const struct sched_opts *opts, int root_fd, const struct wq_ho
 	q->opts = *opts;
 	q->hooks = *hooks;
 	q->root_fd = root_fd;
+	q->syncfs_interval_ns = SYNCFS_INTERVAL_MIN_NS;
+	/* syncfs needs a real open file: an O_PATH fd gets EBADF. */
+	q->sync_fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (q->sync_fd < 0)
+		sm_err("cannot open the lower root for syncfs (%s): the medium's metadata "
+		       "is left to the kernel's writeback", g_strerror(errno));
 	g_queue_init(&q->dirty);
 	pacer_init(&q->pacer, opts->rate_bps, opts->latency_ms);
 	readgate_init(&q->gate, opts->read_grace_ms);
@@ -839,6 +861,7 @@ static void flush_truncate(struct wq *q, struct wq_file *f)
 	r = apply_truncate(f->fd, floor, size);
 	pthread_mutex_lock(&q->lock);
 	f->in_flight = false;
+	q->head_moved = true;
 	if (r < 0) {
 		if (!f->has_trunc) {
 			f->has_trunc = true;
@@ -859,15 +882,19 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 {
 	struct iovec iov[FLUSH_IOV_MAX];
 	unsigned id = ++q->next_flight ? q->next_flight : ++q->next_flight;
+	bool seeks;
 	int niov, r;
 	off_t off;
 	size_t len;
 	int64_t t0, t1;
 
-	len = extmap_take(&f->map, f->cursor, pacer_chunk_bytes(&q->pacer), id, iov,
+	seeks = q->head_moved || f != q->last_file || f->cursor != q->last_end ||
+		q->gate.last_end_ns > q->last_chunk_end_ns;
+	len = extmap_take(&f->map, f->cursor, pacer_chunk_bytes(&q->pacer, seeks), id, iov,
 			  FLUSH_IOV_MAX, &niov, &off);
 	if (!len)
 		return;
+	seeks = seeks || off != q->last_end;
 	f->in_flight = true;
 	/* Round robin between files, unless someone waits on this one. */
 	if (!f->urgent) {
@@ -878,9 +905,16 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 	t0 = now_ns();
 	r = write_chunk(f, iov, niov, off, len);
 	t1 = now_ns();
+	sm_dbg("chunk of %zu bytes at %jd%s: %lld ms", len, (intmax_t)off, seeks ? " (seeks)" : "",
+	       (long long)((t1 - t0) / NSEC_PER_MSEC));
 	pthread_mutex_lock(&q->lock);
 	f->in_flight = false;
+	q->last_file = f;
+	q->last_end = off + (off_t)len;
+	q->last_chunk_end_ns = t1;
+	q->head_moved = false;
 	if (r < 0) {
+		q->head_moved = true;
 		extmap_abort(&f->map, id, off, len);
 		note_failure(q, f, r, "write");
 		return;
@@ -891,22 +925,51 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 	f->seq++;
 	q->flushed_bytes += len;
 	q->chunks++;
-	pacer_done(&q->pacer, len, t0, t1);
+	pacer_done(&q->pacer, len, t0, t1, seeks);
 	refresh_avail(q); /* the flushed bytes left the reservation: count them as used */
 	pthread_cond_broadcast(&q->space);
 }
 
-/* Called with the lock held: keep the lower filesystem's metadata flushed too. */
+/* Called with the lock held (dropped around the call): syncfs of the medium,
+ * errors logged once each. */
+static void sync_medium(struct wq *q)
+{
+	int64_t t0 = now_ns(), took;
+	int r, err;
+
+	if (q->sync_fd < 0)
+		return;
+	q->meta_dirty = false;
+	q->last_syncfs_ns = t0;
+	pthread_mutex_unlock(&q->lock);
+	r = syncfs(q->sync_fd);
+	err = r < 0 ? errno : 0;
+	took = now_ns() - t0;
+	sm_dbg("syncfs of the medium: %lld ms", (long long)(took / NSEC_PER_MSEC));
+	pthread_mutex_lock(&q->lock);
+	q->head_moved = true;
+	q->syncfs_interval_ns =
+		MIN(MAX(took * SYNCFS_SHARE_DIV, SYNCFS_INTERVAL_MIN_NS), SYNCFS_INTERVAL_MAX_NS);
+	if (err && err != q->syncfs_errno)
+		sm_err("syncfs of the medium: %s (its metadata may not be written)",
+		       g_strerror(err));
+	q->syncfs_errno = err;
+	refresh_avail(q);
+}
+
+/* Called with the lock held: keep the lower filesystem's metadata (bitmaps,
+ * inodes, indirect blocks the chunks allocated) flushed too, every
+ * syncfs_interval_ns while flushing and once more when the queue runs empty,
+ * so the kernel's own writeback never has old metadata to write in the middle
+ * of a read. Its seeks would stand between a read and the medium: not while
+ * reading. */
 static void maybe_syncfs(struct wq *q, int64_t now)
 {
-	/* Its seeks would stand between a read and the medium: not while reading. */
-	if (now - q->last_syncfs_ns < SYNCFS_INTERVAL_NS || readgate_wait_ns(&q->gate, now))
+	if (!q->meta_dirty || readgate_wait_ns(&q->gate, now))
 		return;
-	q->last_syncfs_ns = now;
-	pthread_mutex_unlock(&q->lock);
-	syncfs(q->root_fd);
-	pthread_mutex_lock(&q->lock);
-	refresh_avail(q);
+	if (now - q->last_syncfs_ns < q->syncfs_interval_ns && q->dirty.length)
+		return;
+	sync_medium(q);
 }
 
 static void *flusher_main(void *arg)
@@ -922,6 +985,7 @@ static void *flusher_main(void *arg)
 		struct wq_file *f = pick_file(q, now, &wait_ns);
 
 		if (!f) {
+			maybe_syncfs(q, now);
 			timed_wait(&q->work, &q->lock, wait_ns);
 			continue;
 		}
@@ -934,6 +998,7 @@ static void *flusher_main(void *arg)
 			flush_truncate(q, f);
 		else
 			flush_chunk(q, f);
+		q->meta_dirty = true;
 		file_clean(q, f);
 		pthread_cond_broadcast(&q->done);
 		maybe_syncfs(q, now_ns());
@@ -1007,8 +1072,9 @@ void wq_drain(struct wq *q)
 		pthread_cond_broadcast(&q->work);
 		timed_wait(&q->done, &q->lock, RETRY_MIN_NS);
 	}
+	if (q->meta_dirty)
+		sync_medium(q);
 	pthread_mutex_unlock(&q->lock);
-	syncfs(q->root_fd);
 }
 
 void wq_free(struct wq *q)
@@ -1021,6 +1087,8 @@ void wq_free(struct wq *q)
 		pthread_join(q->threads[i], NULL);
 	g_free(q->threads);
 	g_ptr_array_free(q->to_release, TRUE);
+	if (q->sync_fd >= 0)
+		close(q->sync_fd);
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->space);
 	pthread_cond_destroy(&q->work);

@@ -3,6 +3,9 @@
 #   ml_require_root_fuse          exit 77 unless root with /dev/fuse and losetup
 #   ml_init                       temp dir in $ML_TMP, teardown trap on EXIT
 #   ml_make_ext4 SIZE DIR [mkfs]  loop-mounted fresh filesystem at DIR
+#   ml_scratch SIZE               root+fuse check, ml_init, an ext4 of SIZE at
+#                                 $ML_FS with an empty $ML_FS/lower, and an empty
+#                                 mount point $ML_MNT
 #   ml_start SRC MNT [args...]    run the daemon with -f in the background, wait
 #                                 for the mount; sets ML_PID
 #   ml_stop MNT                   unmount, wait for the daemon, fail on a non-zero
@@ -103,6 +106,15 @@ ml_make_ext4() {
 	mount "$loop" "$dir" || { echo "cannot mount $loop"; exit 1; }
 	ml_on_exit "umount '$dir' || umount -l '$dir'"
 	chmod 755 "$dir"
+}
+
+ml_scratch() {
+	ml_require_root_fuse
+	ml_init
+	ML_FS=$ML_TMP/fs
+	ML_MNT=$ML_TMP/mnt
+	ml_make_ext4 "$1" "$ML_FS"
+	mkdir -m 755 "$ML_FS/lower" "$ML_MNT"
 }
 
 # ml_wait_mount MNT PID: poll /proc/mounts; fail when the daemon dies first.

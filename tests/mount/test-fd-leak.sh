@@ -9,12 +9,8 @@ CYCLES=10000
 FD_SLACK=5 # a handful of fds may come and go (worker threads, a cached dir)
 source "${MOUNT_LIB:-$(dirname "$0")/../lib/mount-lib.sh}"
 
-ml_require_root_fuse
-ml_init
-fs=$ML_TMP/fs
-mnt=$ML_TMP/mnt
-ml_make_ext4 256M "$fs"
-mkdir -m 755 "$fs/lower" "$mnt"
+ml_scratch 256M
+fs=$ML_FS mnt=$ML_MNT
 ml_start "$fs/lower" "$mnt"
 
 # Warm up (first requests start worker threads), then take the baseline.

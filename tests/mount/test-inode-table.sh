@@ -15,12 +15,8 @@ DIRS=3
 BURST=15000
 source "${MOUNT_LIB:-$(dirname "$0")/../lib/mount-lib.sh}"
 
-ml_require_root_fuse
-ml_init
-fs=$ML_TMP/fs
-mnt=$ML_TMP/mnt
-ml_make_ext4 256M "$fs"
-mkdir -m 755 "$fs/lower" "$mnt"
+ml_scratch 256M
+fs=$ML_FS mnt=$ML_MNT
 SLOWMEDIA_FD_CACHE=$FD_CACHE ml_start "$fs/lower" "$mnt"
 
 check_fds() { # MNT WHEN

@@ -127,32 +127,56 @@ static struct extent *extent_at(const struct extmap *m, off_t off)
 	return g_tree_lookup(m->tree, &off);
 }
 
+/*
+ * The directed tests all work on this map. A checked fixture, run around each test
+ * rather than once per test case, gives every test an empty map of its own.
+ */
+static struct extmap m;
+
+/* What the last take from m handed out: the chunk's iovecs, their count, its start. */
+static struct {
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+} taken;
+
+static void setup(void)
+{
+	extmap_init(&m);
+	/* Not values a take returns, so a take that fails to set them cannot pass. */
+	taken.niov = -1;
+	taken.off = -1;
+}
+
+static void teardown(void)
+{
+	extmap_clear(&m);
+}
+
+/* Take a chunk from m into taken, with room for all of its iovecs. */
+static size_t take(off_t from, size_t max, unsigned flight)
+{
+	return extmap_take(&m, from, max, flight, taken.iov, G_N_ELEMENTS(taken.iov),
+			   &taken.niov, &taken.off);
+}
+
 START_TEST(test_empty)
 {
-	struct extmap m;
-	struct iovec iov[4];
-	int niov = -1;
-	off_t off = -1;
-
-	extmap_init(&m);
 	ck_assert(extmap_empty(&m));
 	ck_assert_int_eq(extmap_end(&m), 0);
 	ck_tag(&m, 0, 300, 0);
-	ck_assert_uint_eq(extmap_take(&m, 0, 4096, 1, iov, 4, &niov, &off), 0);
-	ck_assert_int_eq(niov, 0);
+	ck_assert_uint_eq(
+	    extmap_take(&m, 0, 4096, 1, taken.iov, 4, &taken.niov, &taken.off), 0);
+	ck_assert_int_eq(taken.niov, 0);
 	extmap_truncate(&m, 0);
 	put(&m, 10, 0, 1, BIG_COALESCE);
 	ck_layout(&m, "");
 	ck_assert(extmap_empty(&m));
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_write_into_empty)
 {
-	struct extmap m;
-
-	extmap_init(&m);
 	put(&m, 100, 100, 1, NO_COALESCE);
 	ck_layout(&m, "100+100");
 	ck_assert(!extmap_empty(&m));
@@ -164,15 +188,11 @@ START_TEST(test_write_into_empty)
 	put(&m, 1000, 50, 2, NO_COALESCE);
 	ck_layout(&m, "100+100 1000+50");
 	ck_assert_int_eq(extmap_end(&m), 1050);
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_overwrite_inside)
 {
-	struct extmap m;
-
-	extmap_init(&m);
 	put(&m, 0, 1000, 1, NO_COALESCE);
 	ck_layout(&m, "0+1000");
 	put(&m, 400, 200, 2, NO_COALESCE);
@@ -180,15 +200,11 @@ START_TEST(test_overwrite_inside)
 	ck_tag(&m, 0, 400, 1);
 	ck_tag(&m, 400, 200, 2);
 	ck_tag(&m, 600, 400, 1);
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_overwrite_head_and_tail)
 {
-	struct extmap m;
-
-	extmap_init(&m);
 	put(&m, 100, 400, 1, NO_COALESCE);
 	put(&m, 0, 200, 2, NO_COALESCE); /* across the head */
 	ck_layout(&m, "0+200 200+300");
@@ -200,15 +216,11 @@ START_TEST(test_overwrite_head_and_tail)
 	ck_tag(&m, 200, 200, 1);
 	ck_tag(&m, 400, 300, 3);
 	ck_tag(&m, 700, 100, 0);
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_overwrite_several)
 {
-	struct extmap m;
-
-	extmap_init(&m);
 	put(&m, 0, 100, 1, NO_COALESCE);
 	put(&m, 200, 100, 1, NO_COALESCE);
 	put(&m, 400, 100, 1, NO_COALESCE);
@@ -224,15 +236,11 @@ START_TEST(test_overwrite_several)
 	put(&m, 0, 700, 3, NO_COALESCE);
 	ck_layout(&m, "0+700");
 	ck_tag(&m, 0, 700, 3);
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_overwrite_exact)
 {
-	struct extmap m;
-
-	extmap_init(&m);
 	put(&m, 100, 100, 1, NO_COALESCE);
 	put(&m, 300, 100, 1, NO_COALESCE);
 	put(&m, 100, 100, 2, NO_COALESCE);
@@ -242,15 +250,11 @@ START_TEST(test_overwrite_exact)
 	put(&m, 300, 100, 3, BIG_COALESCE);
 	ck_layout(&m, "100+100 300+100");
 	ck_tag(&m, 300, 100, 3);
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_coalesce_appends)
 {
-	struct extmap m;
-
-	extmap_init(&m);
 	for (int i = 0; i < 10; i++)
 		put(&m, i * 100, 100, 1, 4096);
 	ck_layout(&m, "0+1000");
@@ -268,15 +272,11 @@ START_TEST(test_coalesce_appends)
 	ck_tag(&m, 1011, 5, 5);
 	ck_tag(&m, 1990, 10, 4);
 	ck_tag(&m, 2000, 10, 3);
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_coalesce_max)
 {
-	struct extmap m;
-
-	extmap_init(&m);
 	for (int i = 0; i < 10; i++)
 		put(&m, i * 100, 100, 1, 250);
 	ck_layout(&m, "0+200 200+200 400+200 600+200 800+200");
@@ -289,7 +289,6 @@ START_TEST(test_coalesce_max)
 	ck_layout(&m, "0+200 200+200");
 	put(&m, 400, 100, 1, NO_COALESCE);
 	ck_layout(&m, "0+200 200+200 400+100");
-	extmap_clear(&m);
 }
 END_TEST
 
@@ -297,9 +296,6 @@ END_TEST
  */
 START_TEST(test_coalesce_shared_buffer)
 {
-	struct extmap m;
-
-	extmap_init(&m);
 	put(&m, 0, 100, 1, BIG_COALESCE);
 	put(&m, 40, 20, 2, BIG_COALESCE); /* [60,100) is a piece of the first buffer */
 	put(&m, 100, 100, 3, BIG_COALESCE);
@@ -322,16 +318,13 @@ START_TEST(test_coalesce_shared_buffer)
 	ck_tag(&m, 100, 50, 3);
 	ck_tag(&m, 150, 50, 0);
 	check_map(&m);
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_overlay_holes)
 {
-	struct extmap m;
 	char buf[64];
 
-	extmap_init(&m);
 	put(&m, 10, 5, 1, NO_COALESCE);
 	put(&m, 20, 5, 2, NO_COALESCE);
 	memset(buf, 'x', sizeof(buf));
@@ -348,15 +341,11 @@ START_TEST(test_overlay_holes)
 	extmap_overlay(&m, 0, buf + 25, 10); /* before the first extent */
 	for (int i = 0; i < 35; i++)
 		ck_assert_int_eq(buf[i], 'y');
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_truncate)
 {
-	struct extmap m;
-
-	extmap_init(&m);
 	put(&m, 0, 100, 1, NO_COALESCE);
 	put(&m, 200, 100, 2, NO_COALESCE);
 	put(&m, 300, 100, 3, NO_COALESCE);
@@ -383,157 +372,116 @@ START_TEST(test_truncate)
 	/* The map is usable again. */
 	put(&m, 5, 5, 4, BIG_COALESCE);
 	ck_layout(&m, "5+5");
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_take_contiguous)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
-
-	extmap_init(&m);
 	put(&m, 0, 100, 1, NO_COALESCE);
 	put(&m, 100, 100, 2, NO_COALESCE);
 	put(&m, 200, 100, 3, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 7, iov, 8, &niov, &off), 300);
-	ck_assert_int_eq(off, 0);
-	ck_assert_int_eq(niov, 3);
-	ck_iov_tag(iov, 1, 0, 1);
-	ck_iov_tag(iov + 1, 1, 100, 2);
-	ck_iov_tag(iov + 2, 1, 200, 3);
+	ck_assert_uint_eq(take(0, 1000, 7), 300);
+	ck_assert_int_eq(taken.off, 0);
+	ck_assert_int_eq(taken.niov, 3);
+	ck_iov_tag(taken.iov, 1, 0, 1);
+	ck_iov_tag(taken.iov + 1, 1, 100, 2);
+	ck_iov_tag(taken.iov + 2, 1, 200, 3);
 	ck_layout(&m, "0+100*7 100+100*7 200+100*7");
 	ck_assert_uint_eq(m.bytes, 300); /* in flight is still queued */
 	/* Everything in flight: nothing more to take. */
-	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 8, iov, 8, &niov, &off), 0);
-	ck_assert_int_eq(niov, 0);
-	extmap_clear(&m);
+	ck_assert_uint_eq(take(0, 1000, 8), 0);
+	ck_assert_int_eq(taken.niov, 0);
 }
 END_TEST
 
 START_TEST(test_take_stops_at_gap)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
-
-	extmap_init(&m);
 	put(&m, 0, 100, 1, NO_COALESCE);
 	put(&m, 101, 100, 2, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 1, iov, 8, &niov, &off), 100);
-	ck_assert_int_eq(off, 0);
-	ck_assert_int_eq(niov, 1);
-	ck_assert_uint_eq(extmap_take(&m, 100, 1000, 2, iov, 8, &niov, &off), 100);
-	ck_assert_int_eq(off, 101);
-	ck_iov_tag(iov, niov, 101, 2);
+	ck_assert_uint_eq(take(0, 1000, 1), 100);
+	ck_assert_int_eq(taken.off, 0);
+	ck_assert_int_eq(taken.niov, 1);
+	ck_assert_uint_eq(take(100, 1000, 2), 100);
+	ck_assert_int_eq(taken.off, 101);
+	ck_iov_tag(taken.iov, taken.niov, 101, 2);
 	ck_layout(&m, "0+100*1 101+100*2");
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_take_splits_at_max)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
-
-	extmap_init(&m);
 	put(&m, 0, 1000, 1, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 0, 300, 1, iov, 8, &niov, &off), 300);
-	ck_assert_int_eq(off, 0);
-	ck_assert_int_eq(niov, 1);
-	ck_assert_uint_eq(iov[0].iov_len, 300);
-	ck_iov_tag(iov, niov, 0, 1);
+	ck_assert_uint_eq(take(0, 300, 1), 300);
+	ck_assert_int_eq(taken.off, 0);
+	ck_assert_int_eq(taken.niov, 1);
+	ck_assert_uint_eq(taken.iov[0].iov_len, 300);
+	ck_iov_tag(taken.iov, taken.niov, 0, 1);
 	ck_layout(&m, "0+300*1 300+700");
 	ck_assert_uint_eq(m.bytes, 1000);
-	ck_assert_uint_eq(extmap_take(&m, 300, 300, 2, iov, 8, &niov, &off), 300);
-	ck_assert_int_eq(off, 300);
-	ck_iov_tag(iov, niov, 300, 1);
+	ck_assert_uint_eq(take(300, 300, 2), 300);
+	ck_assert_int_eq(taken.off, 300);
+	ck_iov_tag(taken.iov, taken.niov, 300, 1);
 	ck_layout(&m, "0+300*1 300+300*2 600+400");
 	ck_tag(&m, 0, 1000, 1);
 
 	/* Split in the second extent of a run. */
 	put(&m, 1000, 500, 2, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 600, 600, 3, iov, 8, &niov, &off), 600);
-	ck_assert_int_eq(off, 600);
-	ck_assert_int_eq(niov, 2);
-	ck_assert_uint_eq(iov[1].iov_len, 200);
-	ck_iov_tag(iov, 1, 600, 1);
-	ck_iov_tag(iov + 1, 1, 1000, 2);
+	ck_assert_uint_eq(take(600, 600, 3), 600);
+	ck_assert_int_eq(taken.off, 600);
+	ck_assert_int_eq(taken.niov, 2);
+	ck_assert_uint_eq(taken.iov[1].iov_len, 200);
+	ck_iov_tag(taken.iov, 1, 600, 1);
+	ck_iov_tag(taken.iov + 1, 1, 1000, 2);
 	ck_layout(&m, "0+300*1 300+300*2 600+400*3 1000+200*3 1200+300");
 	ck_tag(&m, 1000, 500, 2);
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_take_niov_max)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
-
-	extmap_init(&m);
 	for (int i = 0; i < 5; i++)
 		put(&m, i * 10, 10, i + 1, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 1, iov, 2, &niov, &off), 20);
-	ck_assert_int_eq(niov, 2);
+	ck_assert_uint_eq(
+	    extmap_take(&m, 0, 1000, 1, taken.iov, 2, &taken.niov, &taken.off), 20);
+	ck_assert_int_eq(taken.niov, 2);
 	ck_layout(&m, "0+10*1 10+10*1 20+10 30+10 40+10");
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_take_from_and_wrap)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
-
-	extmap_init(&m);
 	put(&m, 0, 100, 1, NO_COALESCE);
 	put(&m, 500, 100, 2, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 300, 1000, 1, iov, 8, &niov, &off), 100);
-	ck_assert_int_eq(off, 500); /* first extent after from */
+	ck_assert_uint_eq(take(300, 1000, 1), 100);
+	ck_assert_int_eq(taken.off, 500); /* first extent after from */
 	extmap_abort(&m, 1, 500, 100);
-	ck_assert_uint_eq(extmap_take(&m, 500, 1000, 1, iov, 8, &niov, &off), 100);
-	ck_assert_int_eq(off, 500); /* an extent exactly at from */
+	ck_assert_uint_eq(take(500, 1000, 1), 100);
+	ck_assert_int_eq(taken.off, 500); /* an extent exactly at from */
 	extmap_abort(&m, 1, 500, 100);
-	ck_assert_uint_eq(extmap_take(&m, 600, 1000, 1, iov, 8, &niov, &off), 100);
-	ck_assert_int_eq(off, 0); /* nothing at or after from: wrap */
-	ck_iov_tag(iov, niov, 0, 1);
+	ck_assert_uint_eq(take(600, 1000, 1), 100);
+	ck_assert_int_eq(taken.off, 0); /* nothing at or after from: wrap */
+	ck_iov_tag(taken.iov, taken.niov, 0, 1);
 	extmap_abort(&m, 1, 0, 100);
-	ck_assert_uint_eq(extmap_take(&m, 1 << 20, 1000, 1, iov, 8, &niov, &off), 100);
-	ck_assert_int_eq(off, 0);
+	ck_assert_uint_eq(take(1 << 20, 1000, 1), 100);
+	ck_assert_int_eq(taken.off, 0);
 	ck_layout(&m, "0+100*1 500+100");
 	/* Wrapped past the in-flight one to the next queued one. */
-	ck_assert_uint_eq(extmap_take(&m, 700, 1000, 2, iov, 8, &niov, &off), 100);
-	ck_assert_int_eq(off, 500);
-	extmap_clear(&m);
+	ck_assert_uint_eq(take(700, 1000, 2), 100);
+	ck_assert_int_eq(taken.off, 500);
 }
 END_TEST
 
 START_TEST(test_take_skips_in_flight)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
-
-	extmap_init(&m);
 	put(&m, 0, 100, 1, NO_COALESCE);
 	put(&m, 100, 100, 2, NO_COALESCE);
 	put(&m, 200, 100, 3, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 0, 100, 1, iov, 8, &niov, &off), 100);
-	ck_assert_int_eq(off, 0);
-	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 2, iov, 8, &niov, &off), 200);
-	ck_assert_int_eq(off, 100);
-	ck_iov_tag(iov, 1, 100, 2);
-	ck_iov_tag(iov + 1, 1, 200, 3);
+	ck_assert_uint_eq(take(0, 100, 1), 100);
+	ck_assert_int_eq(taken.off, 0);
+	ck_assert_uint_eq(take(0, 1000, 2), 200);
+	ck_assert_int_eq(taken.off, 100);
+	ck_iov_tag(taken.iov, 1, 100, 2);
+	ck_iov_tag(taken.iov + 1, 1, 200, 3);
 	ck_layout(&m, "0+100*1 100+100*2 200+100*2");
 	extmap_clear(&m);
 
@@ -542,27 +490,20 @@ START_TEST(test_take_skips_in_flight)
 	put(&m, 0, 100, 1, NO_COALESCE);
 	put(&m, 100, 100, 2, NO_COALESCE);
 	put(&m, 200, 100, 3, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 100, 100, 1, iov, 8, &niov, &off), 100);
-	ck_assert_int_eq(off, 100);
-	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 2, iov, 8, &niov, &off), 100);
-	ck_assert_int_eq(off, 0);
+	ck_assert_uint_eq(take(100, 100, 1), 100);
+	ck_assert_int_eq(taken.off, 100);
+	ck_assert_uint_eq(take(0, 1000, 2), 100);
+	ck_assert_int_eq(taken.off, 0);
 	ck_layout(&m, "0+100*2 100+100*1 200+100");
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_complete)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
-
-	extmap_init(&m);
 	put(&m, 0, 300, 1, NO_COALESCE);
 	put(&m, 400, 100, 2, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 0, 200, 1, iov, 8, &niov, &off), 200);
-	ck_assert_uint_eq(extmap_complete(&m, 1, off, 200), 200);
+	ck_assert_uint_eq(take(0, 200, 1), 200);
+	ck_assert_uint_eq(extmap_complete(&m, 1, taken.off, 200), 200);
 	ck_layout(&m, "200+100 400+100");
 	ck_assert_uint_eq(m.bytes, 200);
 	ck_tag(&m, 0, 200, 0);
@@ -570,22 +511,15 @@ START_TEST(test_complete)
 	/* Completing an id that is not in flight drops nothing. */
 	ck_assert_uint_eq(extmap_complete(&m, 9, 0, 1000), 0);
 	ck_layout(&m, "200+100 400+100");
-	extmap_clear(&m);
 }
 END_TEST
 
 /* Newer data written over a chunk in flight survives the chunk's completion. */
 START_TEST(test_overwrite_in_flight_then_complete)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
-
-	extmap_init(&m);
 	put(&m, 0, 1000, 1, NO_COALESCE);
 	put(&m, 1000, 1000, 1, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 0, 1500, 5, iov, 8, &niov, &off), 1500);
+	ck_assert_uint_eq(take(0, 1500, 5), 1500);
 	ck_layout(&m, "0+1000*5 1000+500*5 1500+500");
 	put(&m, 200, 200, 2, NO_COALESCE);   /* inside */
 	put(&m, 900, 200, 3, NO_COALESCE);   /* across two in-flight pieces */
@@ -594,8 +528,8 @@ START_TEST(test_overwrite_in_flight_then_complete)
 	ck_layout(&m, "0+50 50+150*5 200+200 400+500*5 900+200 1100+300*5 1400+200 "
 		      "1600+400");
 	/* The flusher still writes the data it took. */
-	ck_iov_tag(iov, niov, 0, 1);
-	ck_assert_uint_eq(extmap_complete(&m, 5, off, 1500), 150 + 500 + 300);
+	ck_iov_tag(taken.iov, taken.niov, 0, 1);
+	ck_assert_uint_eq(extmap_complete(&m, 5, taken.off, 1500), 150 + 500 + 300);
 	ck_layout(&m, "0+50 200+200 900+200 1400+200 1600+400");
 	ck_tag(&m, 0, 50, 5);
 	ck_tag(&m, 50, 150, 0);
@@ -605,59 +539,44 @@ START_TEST(test_overwrite_in_flight_then_complete)
 	ck_tag(&m, 1100, 300, 0);
 	ck_tag(&m, 1400, 200, 4);
 	ck_tag(&m, 1600, 400, 1);
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_truncate_in_flight_then_complete)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
-
-	extmap_init(&m);
 	put(&m, 0, 1000, 1, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 3, iov, 8, &niov, &off), 1000);
+	ck_assert_uint_eq(take(0, 1000, 3), 1000);
 	extmap_truncate(&m, 600);
 	put(&m, 600, 100, 2, BIG_COALESCE); /* must not append to the in-flight extent */
 	ck_layout(&m, "0+600*3 600+100");
 	ck_assert_uint_eq(extmap_complete(&m, 3, 0, 1000), 600);
 	ck_layout(&m, "600+100");
 	ck_tag(&m, 600, 100, 2);
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_abort_requeues)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
-
-	extmap_init(&m);
 	put(&m, 0, 1000, 1, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 0, 600, 1, iov, 8, &niov, &off), 600);
+	ck_assert_uint_eq(take(0, 600, 1), 600);
 	put(&m, 100, 100, 2, NO_COALESCE);
-	extmap_abort(&m, 1, off, 600);
+	extmap_abort(&m, 1, taken.off, 600);
 	ck_layout(&m, "0+100 100+100 200+400 600+400");
 	ck_assert_uint_eq(m.bytes, 1000);
 	ck_tag(&m, 0, 100, 1);
 	ck_tag(&m, 100, 100, 2);
 	ck_tag(&m, 200, 800, 1);
 	/* Taken again from the start: the same bytes, now with the newer data. */
-	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 2, iov, 8, &niov, &off), 1000);
-	ck_assert_int_eq(off, 0);
-	ck_iov_tag(iov, 1, 0, 1);
-	ck_iov_tag(iov + 1, 1, 100, 2);
-	ck_iov_tag(iov + 2, niov - 2, 200, 1);
+	ck_assert_uint_eq(take(0, 1000, 2), 1000);
+	ck_assert_int_eq(taken.off, 0);
+	ck_iov_tag(taken.iov, 1, 0, 1);
+	ck_iov_tag(taken.iov + 1, 1, 100, 2);
+	ck_iov_tag(taken.iov + 2, taken.niov - 2, 200, 1);
 	/* Aborting another id leaves this chunk alone. */
 	extmap_abort(&m, 1, 0, 1000);
 	ck_layout(&m, "0+100*2 100+100*2 200+400*2 600+400*2");
 	ck_assert_uint_eq(extmap_complete(&m, 2, 0, 1000), 1000);
 	ck_layout(&m, "");
-	extmap_clear(&m);
 }
 END_TEST
 
@@ -668,41 +587,28 @@ END_TEST
  */
 START_TEST(test_in_flight_buffer_survives_full_overwrite)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
-
-	extmap_init(&m);
 	put(&m, 0, 1000, 1, NO_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 0, 1000, 1, iov, 8, &niov, &off), 1000);
+	ck_assert_uint_eq(take(0, 1000, 1), 1000);
 	put(&m, 0, 1000, 2, NO_COALESCE);
-	ck_iov_tag(iov, niov, 0, 1);
+	ck_iov_tag(taken.iov, taken.niov, 0, 1);
 	ck_assert_uint_eq(extmap_complete(&m, 1, 0, 1000), 0);
 	ck_tag(&m, 0, 1000, 2);
-	extmap_clear(&m);
 }
 END_TEST
 
 START_TEST(test_in_flight_buffer_not_moved_by_append)
 {
-	struct extmap m;
-	struct iovec iov[8];
-	int niov;
-	off_t off;
 	const struct extent *tail;
 
-	extmap_init(&m);
 	put(&m, 0, 8192, 1, BIG_COALESCE);
-	ck_assert_uint_eq(extmap_take(&m, 0, 4096, 1, iov, 8, &niov, &off), 4096);
+	ck_assert_uint_eq(take(0, 4096, 1), 4096);
 	tail = extent_at(&m, 4096);
-	ck_assert_ptr_eq(tail->buf->data, iov[0].iov_base); /* one shared buffer */
+	ck_assert_ptr_eq(tail->buf->data, taken.iov[0].iov_base); /* one shared buffer */
 	put(&m, 0, 4096, 2, BIG_COALESCE);     /* the in-flight piece is overwritten */
 	put(&m, 8192, 65536, 3, BIG_COALESCE); /* appends to the tail's buffer */
 	tail = extent_at(&m, 4096);
-	ck_assert_msg(tail->buf->data == (char *)iov[0].iov_base,
+	ck_assert_msg(tail->buf->data == (char *)taken.iov[0].iov_base,
 		      "the in-flight chunk's buffer was reallocated under the flusher");
-	extmap_clear(&m);
 }
 END_TEST
 
@@ -931,6 +837,7 @@ static Suite *extents_suite(void)
 	TCase *fl = tcase_create("flight");
 	TCase *rnd = tcase_create("random");
 
+	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_empty);
 	tcase_add_test(tc, test_write_into_empty);
 	tcase_add_test(tc, test_overwrite_inside);
@@ -944,6 +851,7 @@ static Suite *extents_suite(void)
 	tcase_add_test(tc, test_truncate);
 	suite_add_tcase(s, tc);
 
+	tcase_add_checked_fixture(fl, setup, teardown);
 	tcase_add_test(fl, test_take_contiguous);
 	tcase_add_test(fl, test_take_stops_at_gap);
 	tcase_add_test(fl, test_take_splits_at_max);

@@ -1,6 +1,7 @@
 /* Chunk sizing, bandwidth estimate, rate cap and read gate, with the clock injected. */
 #include <check.h>
 #include <glib.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "pacer.h"
@@ -27,7 +28,7 @@ START_TEST(test_chunk_before_samples)
 
 	for (unsigned i = 0; i < G_N_ELEMENTS(lat); i++) {
 		pacer_init(&p, 0, lat[i]);
-		ck_assert_uint_eq(pacer_chunk_bytes(&p), CHUNK_MIN_BYTES);
+		ck_assert_uint_eq(pacer_chunk_bytes(&p, false), CHUNK_MIN_BYTES);
 		ck_assert_int_eq(pacer_delay_ns(&p, T0), 0);
 	}
 }
@@ -38,21 +39,21 @@ START_TEST(test_chunk_from_first_sample)
 	struct pacer p;
 
 	pacer_init(&p, 0, 100);
-	pacer_done(&p, MiB, T0, T0 + 100 * NSEC_PER_MSEC); /* 10 MiB/s */
+	pacer_done(&p, MiB, T0, T0 + 100 * NSEC_PER_MSEC, false); /* 10 MiB/s */
 	ck_assert_uint_eq(p.bw_bps, 10 * MiB);
-	ck_assert_uint_eq(pacer_chunk_bytes(&p), MiB);
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, false), MiB);
 
 	pacer_init(&p, 0, 100);
-	pacer_done(&p, CHUNK_MIN_BYTES, T0, T0 + NSEC_PER_SEC); /* slow: clamped up */
-	ck_assert_uint_eq(pacer_chunk_bytes(&p), CHUNK_MIN_BYTES);
+	pacer_done(&p, CHUNK_MIN_BYTES, T0, T0 + NSEC_PER_SEC, false); /* slow: clamped up */
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, false), CHUNK_MIN_BYTES);
 
 	pacer_init(&p, 0, 100);
-	pacer_done(&p, CHUNK_MAX_BYTES, T0, T0 + NSEC_PER_MSEC); /* fast: clamped down */
-	ck_assert_uint_eq(pacer_chunk_bytes(&p), CHUNK_MAX_BYTES);
+	pacer_done(&p, CHUNK_MAX_BYTES, T0, T0 + NSEC_PER_MSEC, false); /* fast: clamped down */
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, false), CHUNK_MAX_BYTES);
 
 	pacer_init(&p, 0, 333);
-	pacer_done(&p, 1000000, T0, T0 + NSEC_PER_SEC); /* 333000 bytes: not aligned */
-	ck_assert_uint_eq(pacer_chunk_bytes(&p), 331776);
+	pacer_done(&p, 1000000, T0, T0 + NSEC_PER_SEC, false); /* 333000 bytes: not aligned */
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, false), 331776);
 }
 END_TEST
 
@@ -71,7 +72,7 @@ START_TEST(test_chunk_formula)
 
 			pacer_init(&p, 0, lat[i]);
 			p.bw_bps = bw[j]; /* as if measured */
-			got = pacer_chunk_bytes(&p);
+			got = pacer_chunk_bytes(&p, false);
 			ck_assert_msg(got == want_chunk(bw[j], lat[i]),
 				      "bw %llu B/s, latency %u ms: chunk %zu, want %zu",
 				      (unsigned long long)bw[j], lat[i], got,
@@ -88,21 +89,21 @@ START_TEST(test_ewma)
 	uint64_t prev;
 
 	pacer_init(&p, 0, 100);
-	pacer_done(&p, 10000000, T0, T0 + 100 * NSEC_PER_MSEC); /* 1e8 B/s */
+	pacer_done(&p, 10000000, T0, T0 + 100 * NSEC_PER_MSEC, false); /* 1e8 B/s */
 	ck_assert_uint_eq(p.bw_bps, 100000000);
 	pacer_done(&p, 20000000, T0,
-		   T0 + 100 * NSEC_PER_MSEC); /* 2e8 B/s: 30% of the way */
+		   T0 + 100 * NSEC_PER_MSEC, false); /* 2e8 B/s: 30% of the way */
 	ck_assert_uint_eq(p.bw_bps, 130000000);
 	prev = p.bw_bps;
 	for (int i = 0; i < 30; i++) {
-		pacer_done(&p, 20000000, T0, T0 + 100 * NSEC_PER_MSEC);
+		pacer_done(&p, 20000000, T0, T0 + 100 * NSEC_PER_MSEC, false);
 		ck_assert_uint_gt(p.bw_bps, prev);
 		ck_assert_uint_le(p.bw_bps, 200000000);
 		prev = p.bw_bps;
 	}
 	ck_assert_uint_ge(p.bw_bps, 199000000);
 	/* And back down. */
-	pacer_done(&p, 5000000, T0, T0 + 100 * NSEC_PER_MSEC);
+	pacer_done(&p, 5000000, T0, T0 + 100 * NSEC_PER_MSEC, false);
 	ck_assert_uint_lt(p.bw_bps, prev);
 	ck_assert_uint_gt(p.bw_bps, 50000000);
 }
@@ -113,11 +114,11 @@ START_TEST(test_no_sample_from_tiny_or_instant_chunks)
 	struct pacer p;
 
 	pacer_init(&p, 0, 100);
-	pacer_done(&p, 4096, T0, T0 + NSEC_PER_SEC);	/* too small to measure */
-	pacer_done(&p, CHUNK_MAX_BYTES, T0, T0);	/* no time elapsed */
-	pacer_done(&p, CHUNK_MAX_BYTES, T0, T0 - 1000); /* clock went backwards */
+	pacer_done(&p, 4096, T0, T0 + NSEC_PER_SEC, false);	/* too small to measure */
+	pacer_done(&p, CHUNK_MAX_BYTES, T0, T0, false);	/* no time elapsed */
+	pacer_done(&p, CHUNK_MAX_BYTES, T0, T0 - 1000, false); /* clock went backwards */
 	ck_assert_uint_eq(p.bw_bps, 0);
-	ck_assert_uint_eq(pacer_chunk_bytes(&p), CHUNK_MIN_BYTES);
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, false), CHUNK_MIN_BYTES);
 }
 END_TEST
 
@@ -127,19 +128,19 @@ START_TEST(test_rate_bounds_chunk)
 
 	pacer_init(&p, MiB, 100);
 	/* No sample yet: the rate alone sizes the chunk. */
-	ck_assert_uint_eq(pacer_chunk_bytes(&p), want_chunk(MiB, 100));
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, false), want_chunk(MiB, 100));
 	pacer_done(&p, CHUNK_MAX_BYTES, T0,
-		   T0 + 10 * NSEC_PER_MSEC); /* medium: ~840 MB/s */
-	ck_assert_uint_eq(pacer_chunk_bytes(&p), want_chunk(MiB, 100));
-	ck_assert_uint_le(pacer_chunk_bytes(&p), MiB / 10);
+		   T0 + 10 * NSEC_PER_MSEC, false); /* medium: ~840 MB/s */
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, false), want_chunk(MiB, 100));
+	ck_assert_uint_le(pacer_chunk_bytes(&p, false), MiB / 10);
 
 	/* A medium slower than the rate: the medium sizes the chunk. */
 	pacer_init(&p, 100 * MiB, 100);
-	pacer_done(&p, MiB, T0, T0 + 100 * NSEC_PER_MSEC); /* 10 MiB/s */
-	ck_assert_uint_eq(pacer_chunk_bytes(&p), MiB);
+	pacer_done(&p, MiB, T0, T0 + 100 * NSEC_PER_MSEC, false); /* 10 MiB/s */
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, false), MiB);
 
 	pacer_init(&p, MiB, 50); /* 52428 bytes: clamped up */
-	ck_assert_uint_eq(pacer_chunk_bytes(&p), CHUNK_MIN_BYTES);
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, false), CHUNK_MIN_BYTES);
 }
 END_TEST
 
@@ -157,7 +158,7 @@ static int64_t run_chunks(struct pacer *p, int n, size_t bytes, int64_t write_ns
 		delays[i] = d;
 		now += d;
 		ck_assert_int_eq(pacer_delay_ns(p, now), 0);
-		pacer_done(p, bytes, now, now + write_ns);
+		pacer_done(p, bytes, now, now + write_ns, false);
 		now += write_ns;
 	}
 	return now + pacer_delay_ns(p, now);
@@ -170,7 +171,7 @@ START_TEST(test_rate_spacing)
 	int64_t delays[10], total = 0, next;
 
 	pacer_init(&p, MiB, 50);
-	ck_assert_uint_eq(pacer_chunk_bytes(&p), 64 << 10);
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, false), 64 << 10);
 	next = run_chunks(&p, 10, 64 << 10, 0, delays);
 	ck_assert_int_eq(delays[0], 0);
 	for (int i = 1; i < 10; i++) {
@@ -210,14 +211,71 @@ START_TEST(test_rate_idle_burst)
 	int64_t now = T0;
 
 	pacer_init(&p, MiB, 50);
-	pacer_done(&p, 64 << 10, now, now);
+	pacer_done(&p, 64 << 10, now, now, false);
 	now += 100 * NSEC_PER_SEC; /* long idle */
 	ck_assert_int_eq(pacer_delay_ns(&p, now), 0);
-	pacer_done(&p, 64 << 10, now, now);
+	pacer_done(&p, 64 << 10, now, now, false);
 	/* The idle time bought one chunk, not more. */
 	ck_assert_int_eq(pacer_delay_ns(&p, now), per_chunk);
 	ck_assert_int_eq(pacer_delay_ns(&p, now + per_chunk / 2), per_chunk / 2);
 	ck_assert_int_eq(pacer_delay_ns(&p, now + per_chunk), 0);
+}
+END_TEST
+
+/* A chunk after a read pays the head's move: learnt apart, taken off its budget. */
+START_TEST(test_seek_learnt)
+{
+	const int64_t ms = NSEC_PER_MSEC;
+	struct pacer p;
+	int64_t t = T0;
+
+	pacer_init(&p, 0, 100);
+	pacer_done(&p, 200000, t, t + 100 * ms, false); /* 2 MB/s */
+	ck_assert_uint_eq(p.bw_bps, 2000000);
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, true), want_chunk(2000000, 100));
+	/* 196608 bytes take 98.3 ms; 80 ms more is the seek. */
+	pacer_done(&p, 196608, t, t + 98304 * 1000 + 80 * ms, true);
+	ck_assert_int_eq(p.seek_ns, 80 * ms);
+	ck_assert_uint_eq(p.bw_bps, 2000000); /* not dragged down by the seek */
+	/* 20 ms left of the budget: 40000 bytes, clamped up. */
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, true), CHUNK_MIN_BYTES);
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, false), want_chunk(2000000, 100));
+	/* A slower bandwidth sample still counts; the seek estimate follows its samples. */
+	pacer_done(&p, CHUNK_MIN_BYTES, t, t + 32768 * 1000 + 40 * ms, true);
+	ck_assert_int_eq(p.seek_ns, 60 * ms);
+	pacer_init(&p, 0, 50);
+	pacer_done(&p, 100000, t, t + 50 * ms, false);
+	pacer_done(&p, 100000, t, t + 500 * ms, true); /* capped at latency= */
+	ck_assert_int_eq(p.seek_ns, 50 * ms);
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, true), CHUNK_MIN_BYTES);
+}
+END_TEST
+
+/* Files written in turn: every chunk seeks, and that is the medium's pace. */
+START_TEST(test_seek_as_norm)
+{
+	const int64_t ms = NSEC_PER_MSEC;
+	struct pacer p;
+	int64_t t = T0;
+
+	pacer_init(&p, 0, 100);
+	pacer_done(&p, 200000, t, t + 100 * ms, false);
+	for (int i = 0; i < 3; i++) {
+		pacer_done(&p, 100000, t, t + 130 * ms, true);
+		ck_assert_int_eq(p.seek_ns, 80 * ms);
+		ck_assert_uint_eq(p.bw_bps, 2000000);
+	}
+	/* The fourth in a row: seeking is the norm now, it feeds the bandwidth. */
+	pacer_done(&p, 100000, t, t + 130 * ms, true);
+	ck_assert_int_eq(p.seek_ns, 0);
+	pacer_done(&p, 100000, t, t + 130 * ms, true);
+	ck_assert_uint_lt(p.bw_bps, 2000000);
+	ck_assert_int_eq(p.seek_ns, 0);
+	ck_assert_uint_eq(pacer_chunk_bytes(&p, true), want_chunk(p.bw_bps, 100));
+	/* A contiguous chunk ends the run: seeks are learnt apart again. */
+	pacer_done(&p, 200000, t, t + 100 * ms, false);
+	pacer_done(&p, 100000, t, t + 130 * ms, true);
+	ck_assert_int_gt(p.seek_ns, 0);
 }
 END_TEST
 
@@ -322,6 +380,8 @@ static Suite *pacer_suite(void)
 	tcase_add_test(tc, test_rate_bounds_chunk);
 	tcase_add_test(tc, test_rate_spacing);
 	tcase_add_test(tc, test_rate_idle_burst);
+	tcase_add_test(tc, test_seek_learnt);
+	tcase_add_test(tc, test_seek_as_norm);
 	suite_add_tcase(s, tc);
 
 	tcase_add_test(gate, test_gate_no_reads);

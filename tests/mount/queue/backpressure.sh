@@ -5,11 +5,7 @@
 # usage: backpressure.sh SLOWMEDIA QIO
 SLOWMEDIA=$1 QIO=$2
 . "$(dirname "$0")/qlib.sh"
-q_require
-q_init
-
-LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
-q_tmpfs "$LOWER"
+q_setup_tmpfs
 q_start "$LOWER" "$MNT" queue=1M,rate=1M
 
 out=$("$QIO" create "$MNT/big" write=ok 8M 51 close=ok)

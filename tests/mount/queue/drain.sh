@@ -6,11 +6,7 @@
 # usage: drain.sh SLOWMEDIA QIO
 SLOWMEDIA=$1 QIO=$2
 . "$(dirname "$0")/qlib.sh"
-q_require
-q_init
-
-LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
-q_tmpfs "$LOWER"
+q_setup_tmpfs
 
 # drain_case HOW NAME SEED: write, close, stop the daemon with HOW.
 drain_case() {

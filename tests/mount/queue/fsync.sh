@@ -5,11 +5,7 @@
 # usage: fsync.sh SLOWMEDIA QIO
 SLOWMEDIA=$1 QIO=$2
 . "$(dirname "$0")/qlib.sh"
-q_require
-q_init
-
-LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
-q_tmpfs "$LOWER"
+q_setup_tmpfs
 q_start "$LOWER" "$MNT" rate=512K
 
 "$QIO" gen "$Q_TMP/expect" 2M 11 >/dev/null

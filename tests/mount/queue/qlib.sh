@@ -6,6 +6,8 @@
 #   q_init                    temp dir $Q_TMP, teardown trap on EXIT
 #   q_tmpfs DIR               a private tmpfs on DIR, for lowers whose timing
 #                             must not depend on the machine's other disk I/O
+#   q_setup_tmpfs             q_require, q_init and a tmpfs lower: sets LOWER
+#                             ($Q_TMP/lower) and MNT ($Q_TMP/mnt, not mounted)
 #   q_ext2 SIZE_MB DIR        fresh ext2 on a new loop device mounted on DIR;
 #                             sets Q_LOOP (/dev/loopN)
 #   q_start LOWER MNT [OPTS]  slowmedia -f -o OPTS in the background, wait for the
@@ -125,6 +127,13 @@ q_tmpfs() {
 	mkdir -p "$1"
 	mount -t tmpfs -o size=64M,mode=755 qt-lower "$1" || { echo "cannot mount a tmpfs"; exit 1; }
 	q_on_exit "umount '$1' || umount -l '$1'"
+}
+
+q_setup_tmpfs() {
+	q_require
+	q_init
+	LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
+	q_tmpfs "$LOWER"
 }
 
 # q_ext2 SIZE_MB DIR: sparse image, loop device, mkfs.ext2, mounted on DIR.

@@ -5,11 +5,7 @@
 # usage: read-your-writes.sh SLOWMEDIA QIO
 SLOWMEDIA=$1 QIO=$2
 . "$(dirname "$0")/qlib.sh"
-q_require
-q_init
-
-LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
-q_tmpfs "$LOWER"
+q_setup_tmpfs
 # An existing file, on the medium before the mount: 1 MiB of seed 1.
 "$QIO" gen "$LOWER/old" 1M 1 >/dev/null
 q_start "$LOWER" "$MNT" rate=256K

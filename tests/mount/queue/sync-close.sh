@@ -4,11 +4,7 @@
 # usage: sync-close.sh SLOWMEDIA QIO
 SLOWMEDIA=$1 QIO=$2
 . "$(dirname "$0")/qlib.sh"
-q_require
-q_init
-
-LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
-q_tmpfs "$LOWER"
+q_setup_tmpfs
 q_start "$LOWER" "$MNT" rate=2M,sync_close
 
 out=$("$QIO" create "$MNT/f" write=ok 4M 71 close=ok)
