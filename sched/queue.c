@@ -31,6 +31,15 @@
  * A successful retry clears it. At exit, data that still fails after
  * DRAIN_GIVEUP_FAILURES tries is reported in the log, path and bytes.
  *
+ * Metadata. Chunks allocate blocks, so the lower filesystem dirties bitmaps,
+ * indirect blocks and inodes; left to the kernel they are written ~30 s later,
+ * at any moment, a burst of seeks in front of whatever read comes then. So the
+ * flushers write them: first the dirty pages of the medium's block device
+ * (where bitmaps and indirect blocks live), slice by slice with
+ * sync_file_range, holding back for reads between slices, then a syncfs for
+ * what is left (inodes, superblock), which is then short. Never started while
+ * reads are in flight.
+ *
  * Threads and locks. One mutex, q->lock, guards everything in struct wq and
  * struct wq_file except what is marked immutable. Op handler threads call the
  * wq_* functions; flusher threads run flusher_main. No I/O is done under the
@@ -44,10 +53,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -70,6 +82,9 @@
 #define SYNCFS_INTERVAL_MIN_NS (5 * NSEC_PER_SEC)
 #define SYNCFS_INTERVAL_MAX_NS (30 * NSEC_PER_SEC)
 #define SYNCFS_SHARE_DIV 20
+/* The block device is swept in slices of at least this, and at most this many. */
+#define SWEEP_SLICE_MIN (64ull << 10)
+#define SWEEP_SLICES_MAX 65536
 #define IDLE_WAIT_NS NSEC_PER_SEC
 #define DRAIN_LOG_INTERVAL_NS (5 * NSEC_PER_SEC)
 #define DRAIN_GIVEUP_FAILURES 3
@@ -107,6 +122,8 @@ struct wq {
 	struct wq_hooks hooks;	/* immutable */
 	int root_fd;		/* immutable */
 	int sync_fd;		/* immutable: a readable fd of the lower root, for syncfs (-1: none) */
+	int bdev_fd;		/* immutable: the lower's block device (-1: none) */
+	uint64_t bdev_size;	/* immutable */
 	GQueue dirty;		/* files with work; the head flushes first */
 	uint64_t queued;	/* bytes in all extent maps */
 	uint64_t avail;		/* lower free bytes at the last statvfs */
@@ -212,6 +229,63 @@ static unsigned max_dirty_files(void)
 	return (unsigned)(rl.rlim_cur - FD_HEADROOM) / 4;
 }
 
+/* /dev/block/M:m where udev made it, else /dev/DEVNAME from sysfs; checked to
+ * be that device. -1 when there is none. */
+static int open_dev_node(dev_t dev)
+{
+	char path[PATH_MAX], line[256];
+	struct stat st;
+	FILE *f;
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/block/%u:%u", major(dev), minor(dev));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/uevent", major(dev), minor(dev));
+		f = fopen(path, "re");
+		if (!f)
+			return -1;
+		path[0] = '\0';
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "DEVNAME=", 8)) {
+				line[strcspn(line, "\n")] = '\0';
+				snprintf(path, sizeof(path), "/dev/%s", line + 8);
+			}
+		fclose(f);
+		fd = path[0] ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	}
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISBLK(st.st_mode) || st.st_rdev != dev)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* The block device the lower filesystem lives on, when there is one we may
+ * open: its page cache holds the filesystem's dirty metadata. */
+static int open_bdev(int root_fd, uint64_t *size)
+{
+	struct stat st;
+	off_t end;
+	int fd;
+
+	if (fstat(root_fd, &st) < 0 || major(st.st_dev) == 0)
+		return -1; /* tmpfs, FUSE, NFS...: no block device */
+	fd = open_dev_node(st.st_dev);
+	if (fd < 0) {
+		sm_dbg("no block device node for %u:%u: metadata is flushed by syncfs alone",
+		       major(st.st_dev), minor(st.st_dev));
+		return -1;
+	}
+	end = lseek(fd, 0, SEEK_END);
+	if (end <= 0) {
+		close(fd);
+		return -1;
+	}
+	*size = (uint64_t)end;
+	return fd;
+}
+
 struct wq *wq_new(const struct sched_opts *opts, int root_fd, const struct wq_hooks *hooks)
 {
 	struct wq *q = g_new0(struct wq, 1);
@@ -229,6 +303,7 @@ struct wq *wq_new(const struct sched_opts *opts, int root_fd, const struct wq_ho
 	if (q->sync_fd < 0)
 		sm_err("cannot open the lower root for syncfs (%s): the medium's metadata "
 		       "is left to the kernel's writeback", g_strerror(errno));
+	q->bdev_fd = open_bdev(root_fd, &q->bdev_size);
 	g_queue_init(&q->dirty);
 	pacer_init(&q->pacer, opts->rate_bps, opts->latency_ms);
 	readgate_init(&q->gate, opts->read_grace_ms);
@@ -932,20 +1007,54 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 
 /* Called with the lock held (dropped around the call): syncfs of the medium,
  * errors logged once each. */
+/* Called with the lock held: write the block device's dirty pages slice by
+ * slice, each waited for, pausing while reads are in flight, so a read waits
+ * at most for one slice's few blocks. Errors are left to the syncfs after.
+ * Returns the time spent writing (not holding back). */
+static int64_t sweep_bdev(struct wq *q)
+{
+	uint64_t slice = MAX(SWEEP_SLICE_MIN, q->bdev_size / SWEEP_SLICES_MAX);
+	uint64_t off = 0;
+	int64_t busy = 0;
+
+	while (off < q->bdev_size) {
+		int64_t hold = readgate_wait_ns(&q->gate, now_ns());
+
+		if (hold > 0) {
+			timed_wait(&q->work, &q->lock, hold);
+			continue;
+		}
+		pthread_mutex_unlock(&q->lock);
+		hold = now_ns();
+		sync_file_range(q->bdev_fd, (off64_t)off, (off64_t)MIN(slice, q->bdev_size - off),
+				SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+					SYNC_FILE_RANGE_WAIT_AFTER);
+		busy += now_ns() - hold;
+		pthread_mutex_lock(&q->lock);
+		off += slice;
+	}
+	return busy;
+}
+
 static void sync_medium(struct wq *q)
 {
-	int64_t t0 = now_ns(), took;
+	int64_t t0 = now_ns(), t1, swept = 0, took;
 	int r, err;
 
 	if (q->sync_fd < 0)
 		return;
 	q->meta_dirty = false;
 	q->last_syncfs_ns = t0;
+	if (q->bdev_fd >= 0)
+		swept = sweep_bdev(q);
+	t1 = now_ns();
 	pthread_mutex_unlock(&q->lock);
 	r = syncfs(q->sync_fd);
 	err = r < 0 ? errno : 0;
-	took = now_ns() - t0;
-	sm_dbg("syncfs of the medium: %lld ms", (long long)(took / NSEC_PER_MSEC));
+	took = swept + (now_ns() - t1);
+	sm_dbg("metadata of the medium: sweep %lld ms (writing %lld), syncfs %lld ms",
+	       (long long)((t1 - t0) / NSEC_PER_MSEC), (long long)(swept / NSEC_PER_MSEC),
+	       (long long)((now_ns() - t1) / NSEC_PER_MSEC));
 	pthread_mutex_lock(&q->lock);
 	q->head_moved = true;
 	q->syncfs_interval_ns =
@@ -1089,6 +1198,8 @@ void wq_free(struct wq *q)
 	g_ptr_array_free(q->to_release, TRUE);
 	if (q->sync_fd >= 0)
 		close(q->sync_fd);
+	if (q->bdev_fd >= 0)
+		close(q->bdev_fd);
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->space);
 	pthread_cond_destroy(&q->work);

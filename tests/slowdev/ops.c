@@ -260,7 +260,8 @@ static void sd_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	r = sd_req_new(req, SD_WRITE, (uint64_t)off, clip(sd, size, off));
-	r->data = g_memdup2(buf, r->len);
+	r->data = sd_buf_alloc(r->len);
+	memcpy(r->data, buf, r->len);
 	sd_queue_submit(sd, r);
 }
 

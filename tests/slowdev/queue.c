@@ -29,13 +29,27 @@ static const char *op_name(enum sd_op op)
 
 static void free_req(struct sd_req *r)
 {
-	g_free(r->data);
+	free(r->data);
 	g_free(r);
 }
 
-/* pread/pwrite the whole range; the size was clipped to the image before. */
-static ssize_t do_rw(int fd, struct sd_req *r, char *buf)
+/* Buffers for the image's I/O, aligned for O_DIRECT. */
+char *sd_buf_alloc(size_t len)
 {
+	void *p;
+
+	if (posix_memalign(&p, SD_DIRECT_ALIGN, len ? len : 1))
+		g_error("out of memory");
+	return p;
+}
+
+/* pread/pwrite the whole range; the size was clipped to the image before.
+ * O_DIRECT when the range allows it, else (or when the host refuses it)
+ * through the page cache. */
+static ssize_t do_rw(struct slowdev *sd, struct sd_req *r, char *buf)
+{
+	bool aligned = r->off % SD_DIRECT_BLOCK == 0 && r->len % SD_DIRECT_BLOCK == 0;
+	int fd = sd->direct_fd >= 0 && aligned ? sd->direct_fd : sd->image_fd;
 	size_t done = 0;
 
 	while (done < r->len) {
@@ -45,10 +59,16 @@ static ssize_t do_rw(int fd, struct sd_req *r, char *buf)
 			: pread(fd, buf + done, r->len - done, (off_t)(r->off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == EINVAL && fd == sd->direct_fd) {
+			fd = sd->image_fd;
+			continue;
+		}
 		if (n < 0)
 			return -errno;
 		if (n == 0)
 			break; /* the image shrank behind our back */
+		if (r->op == SD_WRITE && fd == sd->image_fd)
+			sd->buffered_dirty = true;
 		done += (size_t)n;
 	}
 	return (ssize_t)done;
@@ -62,11 +82,17 @@ static int do_io(struct slowdev *sd, struct sd_req *r, char **rbuf, size_t *rlen
 {
 	ssize_t n;
 
-	if (r->op == SD_FSYNC)
+	/* The host's durability of the image is not modelled: only what went
+	 * through its page cache is synced, and that is rare. */
+	if (r->op == SD_FSYNC) {
+		if (!sd->buffered_dirty)
+			return 0;
+		sd->buffered_dirty = false;
 		return fdatasync(sd->image_fd) < 0 ? -errno : 0;
+	}
 	if (r->op == SD_READ)
-		*rbuf = g_malloc(r->len ? r->len : 1);
-	n = do_rw(sd->image_fd, r, r->op == SD_READ ? *rbuf : r->data);
+		*rbuf = sd_buf_alloc(r->len);
+	n = do_rw(sd, r, r->op == SD_READ ? *rbuf : r->data);
 	if (n < 0)
 		return (int)n;
 	*rlen = (size_t)n;
@@ -152,7 +178,7 @@ static void serve(struct slowdev *sd, struct sd_req *r)
 		       r->off, g_strerror(-err));
 	reply(r, err, rbuf, rlen);
 	sd->head_free_ns = sd_now_ns();
-	g_free(rbuf);
+	free(rbuf);
 	free_req(r);
 	g_mutex_lock(&sd->lock);
 }

@@ -177,6 +177,7 @@ static int configure(struct slowdev *sd, const struct sd_opts *o, const char *mo
 		else if (end == 0)
 			add_err(errs, "%s: empty image", o->image);
 		sd->size = end > 0 ? (uint64_t)end : 0;
+		sd->direct_fd = open(o->image, O_RDWR | O_DIRECT | O_CLOEXEC);
 	}
 	for (guint i = 0; i < errs->len; i++)
 		fprintf(stderr, "slowdev: %s\n", (char *)errs->pdata[i]);
@@ -219,7 +220,7 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts copts = {0};
 	struct sd_opts o = {0};
-	struct slowdev sd = {.image_fd = -1};
+	struct slowdev sd = {.image_fd = -1, .direct_fd = -1};
 	struct sd_params p;
 	int ret = 1;
 
@@ -261,6 +262,8 @@ int main(int argc, char *argv[])
 out_close:
 	if (sd.image_fd >= 0)
 		close(sd.image_fd);
+	if (sd.direct_fd >= 0)
+		close(sd.direct_fd);
 out_args:
 	free(copts.mountpoint);
 	free(o.image);

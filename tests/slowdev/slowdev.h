@@ -32,6 +32,11 @@ struct sd_req {
  */
 struct slowdev {
 	int image_fd;  /* read-only after start */
+	/* The image opened O_DIRECT (-1: not supported there): the host's page
+	 * cache stays out of the model, so neither its writeback nor its dirty
+	 * throttling (other writers fill it in the benchmarks) stalls the head. */
+	int direct_fd; /* read-only after start */
+	bool buffered_dirty; /* a write went through the page cache since the last fsync; head only */
 	uint64_t size; /* bytes, fixed */
 	bool foreground, debug;
 	uint64_t start_ns;	    /* CLOCK_MONOTONIC at start */
@@ -54,6 +59,11 @@ void sd_log(const struct slowdev *sd, int prio, const char *fmt, ...)
 void sd_queue_start(struct slowdev *sd);
 void sd_queue_stop(struct slowdev *sd);
 struct sd_req *sd_req_new(fuse_req_t req, enum sd_op op, uint64_t off, size_t len);
+/* A buffer for the image's I/O (O_DIRECT-aligned); free() it. */
+#define SD_DIRECT_ALIGN 4096
+/* Ranges O_DIRECT is tried for: the host's usual logical block. */
+#define SD_DIRECT_BLOCK 512
+char *sd_buf_alloc(size_t len);
 void sd_queue_submit(struct slowdev *sd, struct sd_req *r);
 
 /* ops.c */
