@@ -10,11 +10,8 @@
 # usage: metadata.sh SLOWMEDIA QIO
 SLOWMEDIA=$1 QIO=$2
 . "$(dirname "$0")/qlib.sh"
-q_require mkfs.ext2
-q_init
 
-LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
-q_ext2 64 "$LOWER"
+q_setup_ext2 64
 BSIZE=$(stat -f -c %S "$LOWER")
 
 sync_writes() { # bytes an explicit sync of the lower writes now

@@ -8,6 +8,7 @@
 #                             must not depend on the machine's other disk I/O
 #   q_setup_tmpfs             q_require, q_init and a tmpfs lower: sets LOWER
 #                             ($Q_TMP/lower) and MNT ($Q_TMP/mnt, not mounted)
+#   q_setup_ext2 SIZE_MB      the same with a fresh ext2 lower (q_ext2); Q_LOOP
 #   q_ext2 SIZE_MB DIR        fresh ext2 on a new loop device mounted on DIR;
 #                             sets Q_LOOP (/dev/loopN)
 #   q_start LOWER MNT [OPTS]  slowmedia -f -o OPTS in the background, wait for the
@@ -134,6 +135,13 @@ q_setup_tmpfs() {
 	q_init
 	LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
 	q_tmpfs "$LOWER"
+}
+
+q_setup_ext2() {
+	q_require mkfs.ext2
+	q_init
+	LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
+	q_ext2 "$1" "$LOWER"
 }
 
 # q_ext2 SIZE_MB DIR: sparse image, loop device, mkfs.ext2, mounted on DIR.

@@ -7,11 +7,8 @@
 # usage: unlink-elision.sh SLOWMEDIA QIO
 SLOWMEDIA=$1 QIO=$2
 . "$(dirname "$0")/qlib.sh"
-q_require mkfs.ext2
-q_init
 
-LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
-q_ext2 16 "$LOWER"
+q_setup_ext2 16
 LOOP=$Q_LOOP
 q_start "$LOWER" "$MNT" rate=256K
 LIMIT=$((1 << 20))
