@@ -73,15 +73,16 @@
 #define RETRY_MIN_NS (500 * NSEC_PER_MSEC)
 #define RETRY_MAX_NS (30 * NSEC_PER_SEC)
 /* Metadata (bitmaps, inode tables, indirect blocks) sits elsewhere on the
- * medium: each syncfs costs a few seeks (half a second on a DVD-RAM for 5 s of
- * ext2 writing), and the same bitmap and inode blocks are written again each
- * time. So the interval grows with what a syncfs costs, to keep it at about
- * 1/SYNCFS_SHARE_DIV of the medium's time, within [MIN, MAX]; ext2 dirties a
- * few blocks per second of flushing, so even 30 s stays well under a
- * megabyte, and the kernel would write it at 30 s anyway (dirty_expire). */
-#define SYNCFS_INTERVAL_MIN_NS (5 * NSEC_PER_SEC)
+ * medium: each flush of it costs a few seeks (half a second on a DVD-RAM for
+ * 5 s of ext2 writing), and the same bitmap and inode blocks are written again
+ * each time. So the interval grows with what a flush costs, to keep it at
+ * about 1/SYNCFS_SHARE_DIV of the medium's time, within [MIN, MAX]. Reads do
+ * not wait for a whole flush (it goes in slices), so it can be long; ext2
+ * dirties a few blocks per second of flushing, so even 30 s stays well under
+ * a megabyte, and the kernel would write it at 30 s anyway (dirty_expire). */
+#define SYNCFS_INTERVAL_MIN_NS (10 * NSEC_PER_SEC)
 #define SYNCFS_INTERVAL_MAX_NS (30 * NSEC_PER_SEC)
-#define SYNCFS_SHARE_DIV 20
+#define SYNCFS_SHARE_DIV 40
 /* The block device is swept in slices of at least this, and at most this many. */
 #define SWEEP_SLICE_MIN (64ull << 10)
 #define SWEEP_SLICES_MAX 65536
