@@ -27,6 +27,12 @@ static void fh_attach(struct slowmedia *fs, struct sm_inode *inode, int fd,
 {
 	struct sm_fh *fh = g_new0(struct sm_fh, 1);
 
+	/* O_DIRECT is not passed down (queued writes need no alignment), but its
+	 * reader wants no caching: at least no readahead, which the lower page
+	 * cache would otherwise start whenever a random read lands next to a
+	 * cached page, an extra request that the next read waits behind. */
+	if (fi->flags & O_DIRECT)
+		posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 	inode_ref(fs, inode);
 	__atomic_add_fetch(&inode->nopen, 1, __ATOMIC_RELAXED);
 	fh->inode = inode;
