@@ -1108,6 +1108,10 @@ static void *flusher_main(void *arg)
 			flush_truncate(q, f);
 		else
 			flush_chunk(q, f);
+		/* The interval runs from the first write after the medium was
+		 * clean: a sweep right after the first chunk would find little. */
+		if (!q->meta_dirty)
+			q->last_syncfs_ns = now_ns();
 		q->meta_dirty = true;
 		file_clean(q, f);
 		pthread_cond_broadcast(&q->done);
