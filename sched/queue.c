@@ -83,6 +83,9 @@
 #define SYNCFS_INTERVAL_MIN_NS (10 * NSEC_PER_SEC)
 #define SYNCFS_INTERVAL_MAX_NS (30 * NSEC_PER_SEC)
 #define SYNCFS_SHARE_DIV 40
+/* When the queue runs empty, the metadata is flushed once it has stayed
+ * empty this long: a writer of many small files empties it again and again. */
+#define SYNCFS_IDLE_NS NSEC_PER_SEC
 /* The block device is swept in slices of at least this, and at most this many. */
 #define SWEEP_SLICE_MIN (64ull << 10)
 #define SWEEP_SLICES_MAX 65536
@@ -140,6 +143,7 @@ struct wq {
 	const struct wq_file *last_file; /* only compared, never followed */
 	off_t last_end;
 	int64_t last_chunk_end_ns;
+	int64_t last_flush_end_ns; /* the end of the last chunk or truncate */
 	bool head_moved;
 	int syncfs_errno;	/* the last syncfs error logged (0: none) */
 	bool stopping;
@@ -1069,7 +1073,8 @@ static void sync_medium(struct wq *q)
 
 /* Called with the lock held: keep the lower filesystem's metadata (bitmaps,
  * inodes, indirect blocks the chunks allocated) flushed too, every
- * syncfs_interval_ns while flushing and once more when the queue runs empty,
+ * syncfs_interval_ns while flushing and once more when the queue has been
+ * empty for SYNCFS_IDLE_NS,
  * so the kernel's own writeback never has old metadata to write in the middle
  * of a read. Its seeks would stand between a read and the medium: not while
  * reading. */
@@ -1077,7 +1082,8 @@ static void maybe_syncfs(struct wq *q, int64_t now)
 {
 	if (!q->meta_dirty || readgate_wait_ns(&q->gate, now))
 		return;
-	if (now - q->last_syncfs_ns < q->syncfs_interval_ns && q->dirty.length)
+	if (q->dirty.length ? now - q->last_syncfs_ns < q->syncfs_interval_ns
+			    : now - q->last_flush_end_ns < SYNCFS_IDLE_NS)
 		return;
 	sync_medium(q);
 }
@@ -1110,8 +1116,9 @@ static void *flusher_main(void *arg)
 			flush_chunk(q, f);
 		/* The interval runs from the first write after the medium was
 		 * clean: a sweep right after the first chunk would find little. */
+		q->last_flush_end_ns = now_ns();
 		if (!q->meta_dirty)
-			q->last_syncfs_ns = now_ns();
+			q->last_syncfs_ns = q->last_flush_end_ns;
 		q->meta_dirty = true;
 		file_clean(q, f);
 		pthread_cond_broadcast(&q->done);
