@@ -142,7 +142,6 @@ struct wq {
 	 * continues it with nothing (read, syncfs, truncate) in between. */
 	const struct wq_file *last_file; /* only compared, never followed */
 	off_t last_end;
-	int64_t last_chunk_end_ns;
 	int64_t last_flush_end_ns; /* the end of the last chunk or truncate */
 	bool head_moved;
 	int syncfs_errno;	/* the last syncfs error logged (0: none) */
@@ -929,6 +928,18 @@ static void note_success(struct wq_file *f)
 	f->failures = 0;
 }
 
+/* Called with the lock held: a chunk or truncate ended at end_ns; the lower
+ * filesystem's metadata is dirty from it. The metadata interval runs from the
+ * first write after the medium was clean: a sweep right after a burst's first
+ * chunk would find little. */
+static void medium_written(struct wq *q, int64_t end_ns)
+{
+	q->last_flush_end_ns = end_ns;
+	if (!q->meta_dirty)
+		q->last_syncfs_ns = end_ns;
+	q->meta_dirty = true;
+}
+
 /* Called with the lock held; drops and retakes it around the I/O. */
 static void flush_truncate(struct wq *q, struct wq_file *f)
 {
@@ -942,6 +953,7 @@ static void flush_truncate(struct wq *q, struct wq_file *f)
 	pthread_mutex_lock(&q->lock);
 	f->in_flight = false;
 	q->head_moved = true;
+	medium_written(q, now_ns());
 	if (r < 0) {
 		if (!f->has_trunc) {
 			f->has_trunc = true;
@@ -969,7 +981,7 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 	int64_t t0, t1;
 
 	seeks = q->head_moved || f != q->last_file || f->cursor != q->last_end ||
-		q->gate.last_end_ns > q->last_chunk_end_ns;
+		q->gate.last_end_ns > q->last_flush_end_ns;
 	len = extmap_take(&f->map, f->cursor, pacer_chunk_bytes(&q->pacer, seeks), id, iov,
 			  FLUSH_IOV_MAX, &niov, &off);
 	if (!len)
@@ -991,8 +1003,8 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 	f->in_flight = false;
 	q->last_file = f;
 	q->last_end = off + (off_t)len;
-	q->last_chunk_end_ns = t1;
 	q->head_moved = false;
+	medium_written(q, t1);
 	if (r < 0) {
 		q->head_moved = true;
 		extmap_abort(&f->map, id, off, len);
@@ -1010,8 +1022,6 @@ static void flush_chunk(struct wq *q, struct wq_file *f)
 	pthread_cond_broadcast(&q->space);
 }
 
-/* Called with the lock held (dropped around the call): syncfs of the medium,
- * errors logged once each. */
 /* Called with the lock held: write the block device's dirty pages slice by
  * slice, each waited for, pausing while reads are in flight, so a read waits
  * at most for one slice's few blocks. Errors are left to the syncfs after.
@@ -1041,9 +1051,11 @@ static int64_t sweep_bdev(struct wq *q)
 	return busy;
 }
 
+/* Called with the lock held (dropped around the I/O): the sweep, then syncfs of
+ * the medium; errors logged once each. */
 static void sync_medium(struct wq *q)
 {
-	int64_t t0 = now_ns(), t1, swept = 0, took;
+	int64_t t0 = now_ns(), t1, t2, swept = 0, took;
 	int r, err;
 
 	if (q->sync_fd < 0)
@@ -1056,10 +1068,11 @@ static void sync_medium(struct wq *q)
 	pthread_mutex_unlock(&q->lock);
 	r = syncfs(q->sync_fd);
 	err = r < 0 ? errno : 0;
-	took = swept + (now_ns() - t1);
+	t2 = now_ns();
+	took = swept + (t2 - t1);
 	sm_dbg("metadata of the medium: sweep %lld ms (writing %lld), syncfs %lld ms",
 	       (long long)((t1 - t0) / NSEC_PER_MSEC), (long long)(swept / NSEC_PER_MSEC),
-	       (long long)((now_ns() - t1) / NSEC_PER_MSEC));
+	       (long long)((t2 - t1) / NSEC_PER_MSEC));
 	pthread_mutex_lock(&q->lock);
 	q->head_moved = true;
 	q->syncfs_interval_ns =
@@ -1074,9 +1087,8 @@ static void sync_medium(struct wq *q)
 /* Called with the lock held: keep the lower filesystem's metadata (bitmaps,
  * inodes, indirect blocks the chunks allocated) flushed too, every
  * syncfs_interval_ns while flushing and once more when the queue has been
- * empty for SYNCFS_IDLE_NS,
- * so the kernel's own writeback never has old metadata to write in the middle
- * of a read. Its seeks would stand between a read and the medium: not while
+ * empty for SYNCFS_IDLE_NS, so the kernel's own writeback never has old
+ * metadata to write in the middle of a read. Its seeks would stand between a read and the medium: not while
  * reading. */
 static void maybe_syncfs(struct wq *q, int64_t now)
 {
@@ -1114,12 +1126,6 @@ static void *flusher_main(void *arg)
 			flush_truncate(q, f);
 		else
 			flush_chunk(q, f);
-		/* The interval runs from the first write after the medium was
-		 * clean: a sweep right after the first chunk would find little. */
-		q->last_flush_end_ns = now_ns();
-		if (!q->meta_dirty)
-			q->last_syncfs_ns = q->last_flush_end_ns;
-		q->meta_dirty = true;
 		file_clean(q, f);
 		pthread_cond_broadcast(&q->done);
 		maybe_syncfs(q, now_ns());
