@@ -149,6 +149,27 @@ static uint64_t service_start(const struct slowdev *sd, const struct sd_req *r)
 	return MAX(MAX(r->arrival_ns, sd->head_free_ns), sd->drive.stall_until_ns);
 }
 
+/* Wall-clock seconds of a CLOCK_MONOTONIC instant, to line the trace up
+ * with other logs. */
+static double wall_s(const struct slowdev *sd, uint64_t ns)
+{
+	return (double)sd->start_time.tv_sec + (double)sd->start_time.tv_nsec / 1e9 +
+	       ((double)ns - (double)sd->start_ns) / 1e9;
+}
+
+/* One line per request: arrival, service start, end, op, offset, length,
+ * error. Written by the head alone, flushed at once (it is read live). */
+static void trace(const struct slowdev *sd, const struct sd_req *r, uint64_t start,
+		  uint64_t end, int err)
+{
+	if (!sd->trace)
+		return;
+	fprintf(sd->trace, "%.6f %.6f %.6f %s %" G_GUINT64_FORMAT " %zu %d\n",
+		wall_s(sd, r->arrival_ns), wall_s(sd, start), wall_s(sd, end), op_name(r->op),
+		r->off, r->len, err);
+	fflush(sd->trace);
+}
+
 static void serve(struct slowdev *sd, struct sd_req *r)
 {
 	uint64_t start = service_start(sd, r), service = 0, end;
@@ -173,6 +194,7 @@ static void serve(struct slowdev *sd, struct sd_req *r)
 	sd_drive_done(&sd->drive, r->op, rlen, err, end - start);
 	g_mutex_unlock(&sd->lock);
 
+	trace(sd, r, start, end, err);
 	if (err && err != -EIO)
 		sd_log(sd, LOG_WARNING, "%s at %" G_GUINT64_FORMAT ": %s", op_name(r->op),
 		       r->off, g_strerror(-err));

@@ -22,6 +22,7 @@
 # queue_depth shows it). Buffered loop (direct-io=off) works too, but feeds
 # slowdev one request at a time.
 #
+# SLOWDEV_TRACE=FILE makes slowdev append a line per request to FILE.
 # The binary comes from $SLOWDEV_BIN, default $top/build/tests/slowdev/slowdev.
 # shellcheck shell=bash
 
@@ -137,7 +138,8 @@ slowdev__up() {
 
 	mkdir -p "$st/dev" && printf '%s\n' "$mnt" >"$st/mnt" || return 1
 	truncate -s "${size_mb}M" "$st/image" || return 1
-	"$SLOWDEV_BIN" -f --fast --profile "$profile" "$st/image" "$st/dev" \
+	"$SLOWDEV_BIN" -f --fast --profile "$profile" \
+		${SLOWDEV_TRACE:+--trace "$SLOWDEV_TRACE"} "$st/image" "$st/dev" \
 		</dev/null >>"$st/slowdev.log" 2>&1 &
 	pid=$!
 	echo "$pid" >"$st/slowdev.pid"

@@ -59,6 +59,7 @@ struct sd_opts {
 	char *image;
 	char *profile;
 	char *write_bw, *read_bw, *seek_ms;
+	char *trace;
 	int fast;
 };
 
@@ -77,6 +78,8 @@ static const struct fuse_opt sd_opt_spec[] = {
     SD_OPT("--seek-ms %s", seek_ms),
     SD_OPT("--seek-ms=%s", seek_ms),
     SD_OPT("--fast", fast),
+    SD_OPT("--trace %s", trace),
+    SD_OPT("--trace=%s", trace),
     FUSE_OPT_END,
 };
 
@@ -117,6 +120,8 @@ static void usage(const char *prog)
 	       "    --read-bw SIZE     read bandwidth, bytes/s\n"
 	       "    --seek-ms N        seek time, ms (decimals allowed)\n"
 	       "    --fast             start in fast mode (no delays)\n"
+	       "    --trace FILE       append a line per request served to FILE\n"
+	       "                       (wall-clock arrival, start and end, op, offset, length)\n"
 	       "SIZE takes K, M, G (decimal: 1M = 1000000, as media are rated)\n"
 	       "or Ki, Mi, Gi (binary) suffixes. Options override the profile.\n"
 	       "\n",
@@ -178,6 +183,11 @@ static int configure(struct slowdev *sd, const struct sd_opts *o, const char *mo
 			add_err(errs, "%s: empty image", o->image);
 		sd->size = end > 0 ? (uint64_t)end : 0;
 		sd->direct_fd = open(o->image, O_RDWR | O_DIRECT | O_CLOEXEC);
+	}
+	if (o->trace) {
+		sd->trace = fopen(o->trace, "ae");
+		if (!sd->trace)
+			add_err(errs, "--trace: %s: %s", o->trace, g_strerror(errno));
 	}
 	for (guint i = 0; i < errs->len; i++)
 		fprintf(stderr, "slowdev: %s\n", (char *)errs->pdata[i]);
@@ -260,6 +270,8 @@ int main(int argc, char *argv[])
 	g_cond_clear(&sd.wake);
 	g_mutex_clear(&sd.lock);
 out_close:
+	if (sd.trace)
+		fclose(sd.trace);
 	if (sd.image_fd >= 0)
 		close(sd.image_fd);
 	if (sd.direct_fd >= 0)
@@ -271,6 +283,7 @@ out_args:
 	free(o.write_bw);
 	free(o.read_bw);
 	free(o.seek_ms);
+	free(o.trace);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -4,6 +4,7 @@
 #include <glib.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <syslog.h>
 
 #include "drive.h"
@@ -49,6 +50,7 @@ struct slowdev {
 	bool quit;	       /* under lock */
 	GThread *head;
 	uint64_t head_free_ns; /* when the head answered its last request; head only */
+	FILE *trace;	       /* --trace: a line per request served; head only */
 };
 
 uint64_t sd_now_ns(void);

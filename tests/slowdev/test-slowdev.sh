@@ -119,7 +119,7 @@ echo "# slowdev: write $WBW B/s, read $RBW B/s, seek $((SEEK_NS / 1000000)) ms"
 truncate -s 64M "$work/image"
 mkdir -p "$mnt"
 # A profile and options that override all of it: the options must win.
-"$bin" -f --profile zip --write-bw 10M --read-bw=20M --seek-ms 10 \
+"$bin" -f --profile zip --write-bw 10M --read-bw=20M --seek-ms 10 --trace "$work/trace" \
 	"$work/image" "$mnt" 2>"$work/log" &
 pid=$!
 for _ in $(seq 50); do
@@ -132,6 +132,17 @@ slowdev__is_mounted "$mnt" || {
 	exit 1
 }
 check_eq "disk size" "$(stat -c %s "$mnt/disk")" $((64 * 1024 * 1024))
+# Bad options: every problem named, nothing mounted.
+mkdir -p "$work/bad"
+err=$("$bin" -f --write-bw 0 --trace "$work/no/such/dir/trace" "$work/image" "$work/bad" 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && grep -q -- "--write-bw: bad bandwidth '0'" <<<"$err" &&
+	grep -q -- "--trace: $work/no/such/dir/trace: No such file or directory" <<<"$err" &&
+	! slowdev__is_mounted "$work/bad"; then
+	pass "bad options: both named, nothing mounted"
+else
+	fail "bad options: rc $rc, said: $err"
+fi
 check_eq "parameters" "$(stat_of write_bw) $(stat_of read_bw) $(stat_of seek_ms)" \
 	"$WBW $RBW 10"
 
@@ -260,11 +271,17 @@ ctl "set write_bw=2x" 2>/dev/null && fail "bad size accepted"
 # (6) Counters match what was done (timed mode again).
 ctl fast off
 ctl reset
+traced=$(wc -l <"$work/trace")
 out=$("$probe" "$mnt/disk" w:10000000:5000 w:10005000:5000 r:10000000:10000 r:30000000:100 s)
 ctl "fail read 0 1"
 "$probe" "$mnt/disk" r:0:512 >/dev/null
 ctl clear
 check_eq "results" "$(results <<<"$out")" "5000 5000 10000 100 0"
+# --trace: a line per request, in order, times that do not go back.
+check_eq "trace" "$(tail -n +$((traced + 1)) "$work/trace" | awk '
+	$2 < $1 || $3 < $2 { print "times out of order:", $0 }
+	{ printf "%s:%s:%s:%s ", $4, $5, $6, $7 }')" \
+	"write:10000000:5000:0 write:10005000:5000:0 read:10000000:10000:0 read:30000000:100:0 fsync:0:0:0 read:0:512:-5 "
 got=""
 for k in reads writes fsyncs read_bytes write_bytes seeks errors queue_depth model_ns; do
 	got+="$k=$(stat_of $k) "
