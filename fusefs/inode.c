@@ -258,18 +258,29 @@ void inode_unref(struct slowmedia *fs, struct sm_inode *inode)
 
 int inode_fd_get(struct slowmedia *fs, struct sm_inode *inode)
 {
+	int64_t meta_t0;
 	int fd;
 
 	pthread_mutex_lock(&fs->ino_lock);
 	if (inode->fd < 0) {
+		/* Opening by handle reads the inode from the medium when it is not
+		 * cached (hundreds of ms on a DVD-RAM): not under the lock, and as a
+		 * read of the medium for the flushers (the next step of the caller,
+		 * an open or a read, gets the head too). */
+		pthread_mutex_unlock(&fs->ino_lock);
+		meta_t0 = wq_meta_begin(fs->wq);
 		fd = open_by_handle_at(fs->mount_fd, inode->handle, O_PATH);
-		if (fd < 0) {
-			fd = -errno;
-			pthread_mutex_unlock(&fs->ino_lock);
+		fd = fd < 0 ? -errno : fd;
+		wq_meta_end(fs->wq, meta_t0);
+		if (fd < 0)
 			return fd;
+		pthread_mutex_lock(&fs->ino_lock);
+		if (inode->fd >= 0) {
+			close(fd); /* another thread opened it meanwhile */
+		} else {
+			inode->fd = fd;
+			fs->nfds++;
 		}
-		inode->fd = fd;
-		fs->nfds++;
 	}
 	inode->fd_users++;
 	fd = inode->fd;
