@@ -73,16 +73,17 @@
 #define RETRY_MIN_NS (500 * NSEC_PER_MSEC)
 #define RETRY_MAX_NS (30 * NSEC_PER_SEC)
 /* Metadata (bitmaps, inode tables, indirect blocks) sits elsewhere on the
- * medium: each flush of it costs a few seeks (half a second on a DVD-RAM for
- * 5 s of ext2 writing), and the same bitmap and inode blocks are written again
- * each time. So the interval grows with what a flush costs, to keep it at
- * about 1/SYNCFS_SHARE_DIV of the medium's time, within [MIN, MAX]. Reads do
+ * medium: each flush of it costs a few seeks (half a second on a DVD-RAM:
+ * group descriptors, bitmaps, inode table and back), and the same blocks are
+ * written again each time. So the interval grows with what a flush costs, to
+ * keep it at about 1/SYNCFS_SHARE_DIV of the medium's time (at 1/40, a
+ * DVD-RAM's writer lost 3% to it), within [MIN, MAX]. Reads do
  * not wait for a whole flush (it goes in slices), so it can be long; ext2
  * dirties a few blocks per second of flushing, so even 30 s stays well under
  * a megabyte, and the kernel would write it at 30 s anyway (dirty_expire). */
 #define SYNCFS_INTERVAL_MIN_NS (10 * NSEC_PER_SEC)
 #define SYNCFS_INTERVAL_MAX_NS (30 * NSEC_PER_SEC)
-#define SYNCFS_SHARE_DIV 40
+#define SYNCFS_SHARE_DIV 100
 /* When the queue runs empty, the metadata is flushed once it has stayed
  * empty this long: a writer of many small files empties it again and again. */
 #define SYNCFS_IDLE_NS NSEC_PER_SEC
