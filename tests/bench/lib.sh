@@ -22,6 +22,15 @@
 
 log() {
 	printf '[%4ds] %s\n' "$SECONDS" "$*" >&2
+	# Lines of the harness among slowdev's requests (see slowdev-media.sh).
+	[ -n "${SLOWDEV_TRACE:-}" ] && printf '# %s %s\n' "$EPOCHREALTIME" "$*" >>"$SLOWDEV_TRACE"
+	return 0
+}
+
+# A line in slowdev's trace alone (when there is one).
+mark() {
+	[ -n "${SLOWDEV_TRACE:-}" ] && printf '# %s %s\n' "$EPOCHREALTIME" "$*" >>"$SLOWDEV_TRACE"
+	return 0
 }
 
 first_of() {
@@ -43,7 +52,7 @@ bench_params() {
 	BENCH_FSYNC_N=5       # 4 KiB write+fsync samples per repetition
 	BENCH_SAMPLE_S=0.2
 	if [ "$1" = quick ]; then
-		BENCH_SESSIONS=1 BENCH_REPS=3
+		BENCH_SESSIONS=1 BENCH_REPS=3 BENCH_FASTREAD_REPS=3
 		BENCH_PAUSE=2 BENCH_WARM=2
 		BENCH_FAST_MB=512 BENCH_FASTWRITE_MB=256 BENCH_CP_MB=512
 		BENCH_IMG_MB=8192 BENCH_RR_MB=32 BENCH_RR_READS=20 BENCH_SEQ_MB=2 BENCH_DEV_MB=1
@@ -55,7 +64,7 @@ bench_params() {
 		BENCH_DBENCH_S=2 BENCH_BONNIE_MB=2 BENCH_BONNIE_T=20 BENCH_BONNIE_REPS=1
 		: "${SLOWMEDIA_OPTS:=latency=100,queue=4M}"
 	else
-		BENCH_SESSIONS=3 BENCH_REPS=1
+		BENCH_SESSIONS=3 BENCH_REPS=1 BENCH_FASTREAD_REPS=5
 		BENCH_PAUSE=30 BENCH_WARM=30
 		BENCH_FAST_MB=1024 BENCH_FASTWRITE_MB=1024 BENCH_CP_MB=2048
 		BENCH_IMG_MB=12288 BENCH_RR_MB=256 BENCH_RR_READS=1000 BENCH_SEQ_MB=64 BENCH_DEV_MB=64
@@ -189,20 +198,44 @@ column_enter() {
 	esac
 }
 
-# Where a probe reaches a medium file under slowmedia's in-place mount: a
-# directory fd opened before the mount (slowread sessions only: an open fd
-# would keep the medium busy for the umount probe).
+# Where a probe reaches a medium file under slowmedia's in-place mount: the
+# working directory of a holder process that entered the medium before the
+# mount (slowread sessions only: it would keep the medium busy for the
+# umount probe). A process of its own, not an fd of this shell: every child
+# of the shell would inherit that, and one left at teardown (a probe killed
+# by a signal) kept the medium from unmounting.
 lower_path() {
-	if [ -n "${LOWER_FD:-}" ]; then
-		echo "/proc/$$/fd/$LOWER_FD/$1"
+	if [ -n "${LOWER_HOLDER:-}" ]; then
+		echo "/proc/$LOWER_HOLDER/cwd/$1"
 	else
 		echo "$MED_MNT/$1"
 	fi
 }
 
+lower_hold() {
+	local i
+	(cd "$MED_MNT" && exec sleep infinity) </dev/null >/dev/null 2>&1 &
+	LOWER_HOLDER=$!
+	for ((i = 0; i < 100; i++)); do
+		[ "$(readlink "/proc/$LOWER_HOLDER/cwd" 2>/dev/null)" = "$MED_MNT" ] && return 0
+		sleep 0.05
+	done
+	log "the holder of the lower directory did not start"
+	return 1
+}
+
+lower_release() {
+	[ -n "${LOWER_HOLDER:-}" ] || return 0
+	kill "$LOWER_HOLDER" 2>/dev/null
+	wait "$LOWER_HOLDER" 2>/dev/null
+	LOWER_HOLDER=
+}
+
 slowmedia_up() {
 	local i
-	[ "$MEDIUM" = slowdev ] && exec {LOWER_FD}<"$MED_MNT"
+	if [ "$MEDIUM" = slowdev ]; then
+		lower_hold || { lower_release; return 1; }
+	fi
 	"$SLOWMEDIA_BIN" "$MED_MNT" "$MED_MNT" -f -o "$SLOWMEDIA_OPTS" </dev/null \
 		>"$MEDIA_STATE/slowmedia.log" 2>&1 &
 	SM_PID=$!
@@ -238,8 +271,7 @@ slowmedia_umount() {
 
 slowmedia_down() {
 	media_forget slowmedia
-	[ -n "${LOWER_FD:-}" ] && exec {LOWER_FD}<&-
-	LOWER_FD=
+	lower_release
 	media_bounded "$MEDIA_DOWN_TIMEOUT_S" slowmedia_umount
 	if [ "$MB_TIMEDOUT" = 1 ]; then
 		log "slowmedia did not exit; killing it"
@@ -291,6 +323,27 @@ writer_stop() {
 
 wait_pid_gone() {
 	while kill -0 "$1" 2>/dev/null; do sleep 0.05; done
+}
+
+# Waits (at most 10 s) until no read of the medium is in flight: a
+# sequential read leaves the lower's readahead queued behind it (up to the
+# loop device's read_ahead_kb, seconds of a 4 MB/s medium), and the next
+# probe would time it instead of its own read. Slowdev medium only.
+settle_reads() {
+	local i quiet=0 r w
+	[ "$MEDIUM" = slowdev ] || return 0
+	for ((i = 0; i < 100 && quiet < 3; i++)); do
+		read -r r w <"/sys/block/$(basename "$MED_DEV")/inflight"
+		if [ "$r" = 0 ]; then
+			quiet=$((quiet + 1))
+		else
+			quiet=0
+		fi
+		sleep 0.1
+	done
+	[ "$quiet" -ge 3 ] || log "  reads of the medium still in flight after 10 s"
+	mark "settled: $i"
+	return 0
 }
 
 sectors_written() {
@@ -386,12 +439,13 @@ session_teardown() {
 	return 0
 }
 
-# The alone fast-disk reads are shared by every session of a column.
+# The alone fast-disk reads are shared by the sessions of a column that run
+# with the same dirty limits (the small machine measures its own).
 declare -A ALONE_SCEN=()
 alone_needed() {
 	local p out=
 	for p in $1; do
-		[ "$p" = fastread ] && [ -n "${ALONE_SCEN[$COL:$S_IDX]:-}" ] && continue
+		[ "$p" = fastread ] && [ -n "${ALONE_SCEN[$COL:$S_IDX$SFX]:-}" ] && continue
 		out+=" $p"
 	done
 	echo "$out"
@@ -461,25 +515,28 @@ measure() {
 probe_fastread() {
 	local i tag scen=fastread
 	if [ "$PHASE" = alone ]; then
-		tag=alone
+		tag=alone$SFX
 		[ "$GROUP_WRITER" = cp ] && scen=cp
 	elif [ "$GROUP_WRITER" = cp ]; then
 		tag=cp scen=cp
 	else
 		tag=dd$SFX
 	fi
-	for ((i = 0; i < BENCH_REPS; i++)); do
+	# A read takes half a second here, and the VM's host adds as much
+	# noise to it as the 5% the target allows: several runs in each phase,
+	# paired in order (the ratios are the i-th during over the i-th alone).
+	for ((i = 0; i < BENCH_FASTREAD_REPS; i++)); do
 		drop_caches
 		measure "$BENCH_PROBE_T" dd if="$FAST/read.dat" of=/dev/null bs=1M status=none
 		rec "$scen" "fast_read_${tag}_s" s "$MB_ELAPSED" "$MB_TIMEDOUT"
 		quick_give_up && break
 	done
 	log "  fast read ($tag): last ${MB_ELAPSED}s"
-	if [ "$tag" = alone ]; then
-		ALONE_SCEN[$COL:$S_IDX]=$scen
+	if [ "$PHASE" = alone ]; then
+		ALONE_SCEN[$COL:$S_IDX$SFX]=$scen
 	else
 		ratio "$scen" "fast_read_factor_${tag}" "$scen:fast_read_${tag}_s" \
-			"${ALONE_SCEN[$COL:$S_IDX]:-$scen}:fast_read_alone_s"
+			"${ALONE_SCEN[$COL:$S_IDX$SFX]:-$scen}:fast_read_alone${SFX}_s"
 	fi
 }
 
@@ -597,6 +654,7 @@ probe_slowread() {
 	local i tag=idle
 	[ "$PHASE" = during ] && tag=write
 	for ((i = 0; i < BENCH_REPS; i++)); do
+		settle_reads
 		drop_caches
 		measure "$BENCH_SD_PROBE_T" dd if="$MED_MNT/sd.dat" of=/dev/null bs=1M \
 			count="$BENCH_SD_READ_MB" status=none
@@ -616,6 +674,7 @@ probe_latread() {
 	# of a 64 MiB file through indirect blocks, and a read that has to fetch
 	# one makes two or three accesses of the medium; with them cached each
 	# read is one access, as on the reports' drives once a file is in use.
+	settle_reads
 	"$SMBIO" evict "$(lower_path sd.dat)"
 	measure "$BENCH_SD_PROBE_T" filefrag "$(lower_path sd.dat)"
 	# smbio's own watchdog ends it (budget + 2 s); the bound is a safety net.
@@ -634,23 +693,36 @@ probe_latread() {
 
 # One 4 KiB O_DIRECT read, as in the reports: their idle figure (0.085 s,
 # one access of a DVD-RAM) is a read whose metadata was cached. The file is
-# opened untimed (caches dropped first) and the read is in its first 48 KiB,
+# opened untimed (caches dropped first, then 1 s for the writer to settle)
+# and the read is in its first 48 KiB,
 # which ext2 maps from the inode itself, so the timed read is one access of
 # the medium. The cold variant times open and read with every cache dropped.
 probe_direct4k() {
 	local i name=slow_read_4k_direct_idle_ms cold=slow_read_4k_direct_cold_idle_ms
 	[ "$PHASE" = during ] && { name=slow_read_4k_direct_ms cold=slow_read_4k_direct_cold_ms; }
 	for ((i = 0; i < BENCH_REPS; i++)); do
+		settle_reads
 		drop_caches
+		# The drop also throws away the writer's block map (ext2's indirect
+		# blocks, clean once the metadata was flushed), and the flusher's
+		# next chunk first reads it back, one access in front of whatever
+		# comes: a cost of the drop, not of this read. The writer gets a
+		# second to settle first (it has, in any real use).
+		sleep 1
+		mark "direct4k $PHASE $i"
 		measure "$BENCH_SD_PROBE_T" "$SMBIO" latread "$MED_MNT/sd.dat" 4096 1 "$BENCH_SD_PROBE_T" \
 			direct opened within=49152
+		mark "direct4k $PHASE $i done: $(kv max_ms) ms"
 		direct4k_rec "$name"
 		quick_give_up && break
 	done
 	log "  one 4 KiB O_DIRECT read ($PHASE): last $(kv max_ms || echo ">$MB_ELAPSED s") ms"
 	for ((i = 0; i < BENCH_COLD_REPS; i++)); do
+		settle_reads
 		drop_caches
+		mark "direct4k cold $PHASE $i"
 		measure "$BENCH_SD_PROBE_T" "$SMBIO" latread "$MED_MNT/sd.dat" 4096 1 "$BENCH_SD_PROBE_T" direct
+		mark "direct4k cold $PHASE $i done: $(kv max_ms) ms"
 		direct4k_rec "$cold"
 		quick_give_up && break
 	done
@@ -670,6 +742,7 @@ probe_writer() {
 	local i ideal
 	ideal=$(awk -v m="$BENCH_SD_WRITE_MB" -v b="$BENCH_WBPS" 'BEGIN { print m * 1048576 / b }')
 	for ((i = 0; i < BENCH_REPS; i++)); do
+		settle_reads
 		measure "$(awk -v t="$ideal" 'BEGIN { printf "%d", t * 4 + 10 }')" \
 			dd if=/dev/zero of="$MED_MNT/w.dat" bs=1M count="$BENCH_SD_WRITE_MB" conv=fsync status=none
 		rec slowread writer_elapsed_vs_ideal x "$(awk -v e="$MB_ELAPSED" -v i="$ideal" 'BEGIN { printf "%.3f", e / i }')" "$MB_TIMEDOUT"
