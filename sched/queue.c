@@ -1057,6 +1057,7 @@ static int64_t sweep_bdev(struct wq *q)
 static void sync_medium(struct wq *q)
 {
 	int64_t t0 = now_ns(), t1, t2, swept = 0, took;
+	bool streaming = q->dirty.length > 0;
 	int r, err;
 
 	if (q->sync_fd < 0)
@@ -1076,8 +1077,12 @@ static void sync_medium(struct wq *q)
 	       (long long)((t2 - t1) / NSEC_PER_MSEC));
 	pthread_mutex_lock(&q->lock);
 	q->head_moved = true;
-	q->syncfs_interval_ns =
-		MIN(MAX(took * SYNCFS_SHARE_DIV, SYNCFS_INTERVAL_MIN_NS), SYNCFS_INTERVAL_MAX_NS);
+	/* Only a flush in the middle of a stream prices the next one: the one
+	 * after the queue ran empty finds what a single file left (next to
+	 * nothing), and the next stream's first flush would come at the floor. */
+	if (streaming)
+		q->syncfs_interval_ns = MIN(MAX(took * SYNCFS_SHARE_DIV, SYNCFS_INTERVAL_MIN_NS),
+					    SYNCFS_INTERVAL_MAX_NS);
 	if (err && err != q->syncfs_errno)
 		sm_err("syncfs of the medium: %s (its metadata may not be written)",
 		       g_strerror(err));
