@@ -9,6 +9,8 @@
  * another device than the root) keep their fd pinned.
  *
  * An fd handed out by inode_fd_get stays open until inode_fd_put (fd_users).
+ * The reopen reads the medium: it runs outside ino_lock, gated like a lookup
+ * (two threads may reopen one inode at once; the second fd is closed).
  */
 #include "fs.h"
 #include "log.h"
