@@ -692,9 +692,8 @@ probe_latread() {
 }
 
 # One 4 KiB O_DIRECT read, as in the reports: their idle figure (0.085 s,
-# one access of a DVD-RAM) is a read whose metadata was cached. The file is
-# opened untimed (caches dropped first, then 1 s for the writer to settle)
-# and the read is in its first 48 KiB,
+# one access of a DVD-RAM) is a read whose metadata was cached. The file's
+# data is evicted, the file opened untimed, and the read is in its first 48 KiB,
 # which ext2 maps from the inode itself, so the timed read is one access of
 # the medium. The cold variant times open and read with every cache dropped.
 probe_direct4k() {
@@ -702,13 +701,13 @@ probe_direct4k() {
 	[ "$PHASE" = during ] && { name=slow_read_4k_direct_ms cold=slow_read_4k_direct_cold_ms; }
 	for ((i = 0; i < BENCH_REPS; i++)); do
 		settle_reads
-		drop_caches
-		# The drop also throws away the writer's block map (ext2's indirect
-		# blocks, clean once the metadata was flushed), and the flusher's
-		# next chunk first reads it back, one access in front of whatever
-		# comes: a cost of the drop, not of this read. The writer gets a
-		# second to settle first (it has, in any real use).
-		sleep 1
+		# Only the file's data leaves the caches (through slowmedia a lower
+		# page could serve the read). Dropping every cache would also throw
+		# away the writer's block map and bitmaps, clean once the metadata
+		# was flushed, and the flusher's next chunks would read them back,
+		# one access at a time, in front of whatever comes: a cost of the
+		# drop, not of this read, and no real reader comes after one.
+		"$SMBIO" evict "$(lower_path sd.dat)"
 		mark "direct4k $PHASE $i"
 		measure "$BENCH_SD_PROBE_T" "$SMBIO" latread "$MED_MNT/sd.dat" 4096 1 "$BENCH_SD_PROBE_T" \
 			direct opened within=49152
