@@ -60,6 +60,7 @@ bench_params() {
 		BENCH_SD_IMG_MB=6144 BENCH_SD_READ_MB=1 BENCH_SD_PROBE_T=3
 		BENCH_LAT_ALONE_S=1 BENCH_LAT_DURING_S=2 BENCH_SD_LAT_MB=16 BENCH_SD_WRITE_MB=1
 		BENCH_COLD_REPS=1 # the cold 4 KiB read: one run (a smoke test here)
+		BENCH_SETTLE_S=3  # behind a raw backlog, reads stay in flight for minutes
 		BENCH_FLUSH_S=2 # = BENCH_WARM: the flush rate is taken during the warm-up
 		BENCH_DBENCH_S=2 BENCH_BONNIE_MB=2 BENCH_BONNIE_T=20 BENCH_BONNIE_REPS=1
 		: "${SLOWMEDIA_OPTS:=latency=100,queue=4M}"
@@ -72,6 +73,7 @@ bench_params() {
 		BENCH_SD_IMG_MB=8192 BENCH_SD_READ_MB=20 BENCH_SD_PROBE_T=120
 		BENCH_LAT_ALONE_S=20 BENCH_LAT_DURING_S=60 BENCH_SD_LAT_MB=64 BENCH_SD_WRITE_MB=64
 		BENCH_COLD_REPS=$BENCH_REPS
+		BENCH_SETTLE_S=10
 		BENCH_FLUSH_S=20 # the last 20 s of the 30 s warm-up
 		BENCH_DBENCH_S=30 BENCH_BONNIE_MB=512 BENCH_BONNIE_T=900 BENCH_BONNIE_REPS=1
 		: "${SLOWMEDIA_OPTS:=latency=100,queue=64M}"
@@ -325,14 +327,14 @@ wait_pid_gone() {
 	while kill -0 "$1" 2>/dev/null; do sleep 0.05; done
 }
 
-# Waits (at most 10 s) until no read of the medium is in flight: a
+# Waits (at most BENCH_SETTLE_S) until no read of the medium is in flight: a
 # sequential read leaves the lower's readahead queued behind it (up to the
 # loop device's read_ahead_kb, seconds of a 4 MB/s medium), and the next
 # probe would time it instead of its own read. Slowdev medium only.
 settle_reads() {
 	local i quiet=0 r w
 	[ "$MEDIUM" = slowdev ] || return 0
-	for ((i = 0; i < 100 && quiet < 3; i++)); do
+	for ((i = 0; i < BENCH_SETTLE_S * 10 && quiet < 3; i++)); do
 		read -r r w <"/sys/block/$(basename "$MED_DEV")/inflight"
 		if [ "$r" = 0 ]; then
 			quiet=$((quiet + 1))
@@ -341,7 +343,7 @@ settle_reads() {
 		fi
 		sleep 0.1
 	done
-	[ "$quiet" -ge 3 ] || log "  reads of the medium still in flight after 10 s"
+	[ "$quiet" -ge 3 ] || log "  reads of the medium still in flight after ${BENCH_SETTLE_S} s"
 	mark "settled: $i"
 	return 0
 }
