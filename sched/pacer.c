@@ -13,9 +13,10 @@
  * latency=; such chunks do not feed the bandwidth, or every read would drag it
  * down. When nearly every chunk seeks (files written in turn), seeking is the
  * medium's normal pace: the bandwidth then includes it and seek_ns is dropped.
- * rate= is a token bucket whose burst is one chunk. The read gate holds flushers back while reads are in
- * flight and for read_grace= after the last one; after a metadata op only when
- * it took long enough to have read the medium. All functions take the time
+ * rate= is a token bucket whose burst is one chunk. The read gate holds
+ * flushers back while reads are in flight and for read_grace= after the last
+ * one; after a metadata op only when it took long enough to have read the
+ * medium. All functions take the time
  * as an argument; the caller (queue.c) holds its lock.
  */
 #include "pacer.h"

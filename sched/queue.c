@@ -77,8 +77,8 @@
  * group descriptors, bitmaps, inode table and back), and the same blocks are
  * written again each time. So the interval grows with what a flush costs, to
  * keep it at about 1/SYNCFS_SHARE_DIV of the medium's time (at 1/40, a
- * DVD-RAM's writer lost 3% to it), within [MIN, MAX]. Reads do
- * not wait for a whole flush (it goes in slices), so it can be long; ext2
+ * DVD-RAM's writer lost 3% to it), within [MIN, MAX]. Reads do not wait for
+ * a whole flush (it goes in slices), so it can be long; ext2
  * dirties a few blocks per second of flushing, so even 30 s stays well under
  * a megabyte, and the kernel would write it at 30 s anyway (dirty_expire). */
 #define SYNCFS_INTERVAL_MIN_NS (10 * NSEC_PER_SEC)
@@ -1094,8 +1094,8 @@ static void sync_medium(struct wq *q)
  * inodes, indirect blocks the chunks allocated) flushed too, every
  * syncfs_interval_ns while flushing and once more when the queue has been
  * empty for SYNCFS_IDLE_NS, so the kernel's own writeback never has old
- * metadata to write in the middle of a read. Its seeks would stand between a read and the medium: not while
- * reading. */
+ * metadata to write in the middle of a read. Its seeks would stand between a
+ * read and the medium: not while reading. */
 static void maybe_syncfs(struct wq *q, int64_t now)
 {
 	if (!q->meta_dirty || readgate_wait_ns(&q->gate, now))

@@ -20,17 +20,16 @@
 # get three runs too.
 # shellcheck shell=bash
 
-log() {
-	printf '[%4ds] %s\n' "$SECONDS" "$*" >&2
-	# Lines of the harness among slowdev's requests (see slowdev-media.sh).
+# A line of the harness among slowdev's requests, when it traces them (see
+# slowdev-media.sh).
+mark() {
 	[ -n "${SLOWDEV_TRACE:-}" ] && printf '# %s %s\n' "$EPOCHREALTIME" "$*" >>"$SLOWDEV_TRACE"
 	return 0
 }
 
-# A line in slowdev's trace alone (when there is one).
-mark() {
-	[ -n "${SLOWDEV_TRACE:-}" ] && printf '# %s %s\n' "$EPOCHREALTIME" "$*" >>"$SLOWDEV_TRACE"
-	return 0
+log() {
+	printf '[%4ds] %s\n' "$SECONDS" "$*" >&2
+	mark "$*"
 }
 
 first_of() {

@@ -121,7 +121,8 @@ static void usage(const char *prog)
 	       "    --seek-ms N        seek time, ms (decimals allowed)\n"
 	       "    --fast             start in fast mode (no delays)\n"
 	       "    --trace FILE       append a line per request served to FILE\n"
-	       "                       (wall-clock arrival, start and end, op, offset, length)\n"
+	       "                       (wall-clock arrival, start and end, op, offset, length,\n"
+	       "                       error: 0 or -errno)\n"
 	       "SIZE takes K, M, G (decimal: 1M = 1000000, as media are rated)\n"
 	       "or Ki, Mi, Gi (binary) suffixes. Options override the profile.\n"
 	       "\n",
