@@ -281,17 +281,55 @@ bad_usage:
 	return -EINVAL;
 }
 
+bool sd_unit_name_ok(const char *name)
+{
+	size_t len = strlen(name);
+
+	/* Also a file name and a stats key prefix: no leading dot, no ':' or space. */
+	if (len == 0 || len > SD_UNIT_NAME_MAX || name[0] == '.')
+		return false;
+	for (const char *c = name; *c; c++)
+		if (!g_ascii_isalnum(*c) && !strchr("_.-", *c))
+			return false;
+	return true;
+}
+
+/* "NAME:" before the command (no command word has a ':'): record NAME. */
+static int parse_target(const char **line, struct sd_cmd *cmd, char **why)
+{
+	const char *colon = strchr(*line, ':');
+	g_autofree char *name = NULL;
+
+	cmd->unit = SD_UNIT_ALL;
+	if (!colon)
+		return 0;
+	name = g_strstrip(g_strndup(*line, (gsize)(colon - *line)));
+	if (!sd_unit_name_ok(name)) {
+		*why = g_strdup_printf("bad image name '%s'", name);
+		return -EINVAL;
+	}
+	g_strlcpy(cmd->target, name, sizeof(cmd->target));
+	cmd->unit = SD_UNIT_NAMED;
+	*line = colon + 1;
+	return 0;
+}
+
 int sd_cmd_parse(const char *line, struct sd_cmd *cmd, char **why)
 {
-	g_auto(GStrv) words = g_strsplit_set(line, " \t\r", -1);
+	g_auto(GStrv) words = NULL;
 	g_autoptr(GPtrArray) argv = g_ptr_array_new();
+	int r;
 
+	memset(cmd, 0, sizeof(*cmd));
+	*why = NULL;
+	r = parse_target(&line, cmd, why);
+	if (r < 0)
+		return r;
+	words = g_strsplit_set(line, " \t\r", -1);
 	for (char **w = words; *w; w++)
 		if (**w)
 			g_ptr_array_add(argv, *w);
 	g_ptr_array_add(argv, NULL);
-	memset(cmd, 0, sizeof(*cmd));
-	*why = NULL;
 	if (argv->len == 1) {
 		*why = g_strdup("empty command");
 		return -EINVAL;
@@ -342,62 +380,155 @@ int sd_cmd_parse_text(const char *text, size_t len, GArray **cmds, char **why)
 	return 0;
 }
 
-void sd_drive_init(struct sd_drive *d, const struct sd_params *p, bool fast)
+void sd_drive_init_units(struct sd_drive *d, unsigned n, const char *const *names,
+			 const struct sd_params *p, bool fast)
 {
 	memset(d, 0, sizeof(*d));
-	d->p = *p;
+	d->units = g_new0(struct sd_unit, n);
+	d->n_units = n;
+	for (unsigned i = 0; i < n; i++) {
+		d->units[i].name = g_strdup(names[i]);
+		d->units[i].p = p[i];
+	}
 	d->fast = fast;
 	d->faults = g_array_new(FALSE, FALSE, sizeof(struct sd_fault));
 }
 
+void sd_drive_init(struct sd_drive *d, const struct sd_params *p, bool fast)
+{
+	const char *name = SD_UNIT_DEFAULT;
+
+	sd_drive_init_units(d, 1, &name, p, fast);
+}
+
 void sd_drive_destroy(struct sd_drive *d)
 {
+	for (unsigned i = 0; i < d->n_units; i++)
+		g_free(d->units[i].name);
+	g_free(d->units);
+	d->units = NULL;
+	d->n_units = 0;
 	g_array_unref(d->faults);
 	d->faults = NULL;
 }
 
-static void apply_set(struct sd_drive *d, const struct sd_cmd *cmd)
+int sd_drive_find_unit(const struct sd_drive *d, const char *name)
+{
+	for (unsigned i = 0; i < d->n_units; i++)
+		if (strcmp(d->units[i].name, name) == 0)
+			return (int)i;
+	return -ENOENT;
+}
+
+static const char *const sd_cmd_names[] = {
+    [SD_CMD_FAST] = "fast",   [SD_CMD_FAIL] = "fail",	[SD_CMD_CLEAR] = "clear",
+    [SD_CMD_EJECT] = "eject", [SD_CMD_STALL] = "stall", [SD_CMD_SET] = "set",
+    [SD_CMD_RESET] = "reset",
+};
+
+/* The head's mode, its stalls and the counters of all units go together. */
+static bool acts_on_head(enum sd_cmd_kind kind)
+{
+	return kind == SD_CMD_FAST || kind == SD_CMD_STALL || kind == SD_CMD_RESET;
+}
+
+int sd_drive_resolve(const struct sd_drive *d, struct sd_cmd *cmd, char **why)
+{
+	int u;
+
+	*why = NULL;
+	if (cmd->unit != SD_UNIT_NAMED)
+		return 0;
+	if (acts_on_head(cmd->kind)) {
+		*why = g_strdup_printf("%s: '%s' acts on the whole head, not one image",
+				       cmd->target, sd_cmd_names[cmd->kind]);
+		return -EINVAL;
+	}
+	u = sd_drive_find_unit(d, cmd->target);
+	if (u < 0) {
+		*why = g_strdup_printf("no image '%s'", cmd->target);
+		return -EINVAL;
+	}
+	cmd->unit = u;
+	return 0;
+}
+
+static void apply_set(struct sd_params *p, const struct sd_cmd *cmd)
 {
 	if (cmd->set_mask & SD_SET_READ_BW)
-		d->p.read_bw = cmd->p.read_bw;
+		p->read_bw = cmd->p.read_bw;
 	if (cmd->set_mask & SD_SET_WRITE_BW)
-		d->p.write_bw = cmd->p.write_bw;
+		p->write_bw = cmd->p.write_bw;
 	if (cmd->set_mask & SD_SET_SEEK)
-		d->p.seek_ns = cmd->p.seek_ns;
+		p->seek_ns = cmd->p.seek_ns;
+}
+
+/* Drops the fault rules of units [first, end). */
+static void clear_faults(struct sd_drive *d, unsigned first, unsigned end)
+{
+	for (guint i = d->faults->len; i-- > 0;) {
+		unsigned u = g_array_index(d->faults, struct sd_fault, i).unit;
+
+		if (u >= first && u < end)
+			g_array_remove_index(d->faults, i);
+	}
+}
+
+static void reset_counters(struct sd_counters *c, uint64_t queue_depth)
+{
+	memset(c, 0, sizeof(*c));
+	c->max_queue_depth = queue_depth;
 }
 
 void sd_drive_apply(struct sd_drive *d, const struct sd_cmd *cmd, uint64_t now_ns)
 {
+	/* The units it acts on: [first, end). */
+	unsigned first = cmd->unit == SD_UNIT_ALL ? 0 : (unsigned)cmd->unit;
+	unsigned end = cmd->unit == SD_UNIT_ALL ? d->n_units : first + 1;
+
+	g_return_if_fail(cmd->unit == SD_UNIT_ALL ||
+			 (cmd->unit >= 0 && (unsigned)cmd->unit < d->n_units));
 	switch (cmd->kind) {
 	case SD_CMD_FAST:
 		d->fast = cmd->on;
 		break;
 	case SD_CMD_FAIL:
-		g_array_append_val(d->faults, cmd->fault);
+		for (unsigned u = first; u < end; u++) {
+			struct sd_fault f = cmd->fault;
+
+			f.unit = u;
+			g_array_append_val(d->faults, f);
+		}
 		break;
 	case SD_CMD_CLEAR:
-		g_array_set_size(d->faults, 0);
-		d->ejected = false;
+		clear_faults(d, first, end);
+		for (unsigned u = first; u < end; u++)
+			d->units[u].ejected = false;
 		break;
 	case SD_CMD_EJECT:
-		d->ejected = true;
+		for (unsigned u = first; u < end; u++)
+			d->units[u].ejected = true;
 		break;
 	case SD_CMD_STALL:
 		d->stall_until_ns = now_ns + cmd->stall_ns;
 		break;
 	case SD_CMD_SET:
-		apply_set(d, cmd);
+		for (unsigned u = first; u < end; u++)
+			apply_set(&d->units[u].p, cmd);
 		break;
 	case SD_CMD_RESET:
-		memset(&d->c, 0, sizeof(d->c));
-		d->c.max_queue_depth = d->queue_depth;
+		reset_counters(&d->c, d->queue_depth);
+		for (unsigned u = 0; u < d->n_units; u++)
+			reset_counters(&d->units[u].c, d->units[u].queue_depth);
 		break;
 	}
 }
 
-static bool fault_matches(const struct sd_fault *f, uint64_t off, uint64_t len,
-			  enum sd_op op)
+static bool fault_matches(const struct sd_fault *f, unsigned u, uint64_t off,
+			  uint64_t len, enum sd_op op)
 {
+	if (f->unit != u)
+		return false;
 	if (op == SD_READ && f->kind == SD_FAIL_WRITE)
 		return false;
 	if (op == SD_WRITE && f->kind == SD_FAIL_READ)
@@ -405,17 +536,23 @@ static bool fault_matches(const struct sd_fault *f, uint64_t off, uint64_t len,
 	return off < f->end && off + len > f->start;
 }
 
-int sd_drive_check(const struct sd_drive *d, uint64_t off, uint64_t len, enum sd_op op)
+int sd_unit_check(const struct sd_drive *d, unsigned u, uint64_t off, uint64_t len,
+		  enum sd_op op)
 {
-	if (d->ejected)
+	if (d->units[u].ejected)
 		return -EIO;
 	if (op == SD_FSYNC)
 		return 0;
 	for (guint i = 0; i < d->faults->len; i++)
-		if (fault_matches(&g_array_index(d->faults, struct sd_fault, i), off, len,
-				  op))
+		if (fault_matches(&g_array_index(d->faults, struct sd_fault, i), u, off,
+				  len, op))
 			return -EIO;
 	return 0;
+}
+
+int sd_drive_check(const struct sd_drive *d, uint64_t off, uint64_t len, enum sd_op op)
+{
+	return sd_unit_check(d, 0, off, len, op);
 }
 
 static uint64_t transfer_ns(uint64_t len, uint64_t bw)
@@ -423,24 +560,35 @@ static uint64_t transfer_ns(uint64_t len, uint64_t bw)
 	return (uint64_t)((unsigned __int128)len * SD_NS_PER_SEC / bw);
 }
 
-uint64_t sd_model_service_ns(struct sd_drive *d, uint64_t off, uint64_t len,
-			     enum sd_op op)
+uint64_t sd_unit_service_ns(struct sd_drive *d, unsigned u, uint64_t off, uint64_t len,
+			    enum sd_op op)
 {
-	bool seek = off != d->head;
+	struct sd_unit *unit = &d->units[u];
+	/* Another unit is another place for the head, wherever its offset. */
+	bool seek = u != d->head_unit || off != d->head;
 	uint64_t ns;
 
 	if (op == SD_FSYNC || len == 0)
 		return 0;
+	d->head_unit = u;
 	d->head = off + len;
 	if (d->fast)
 		return 0;
-	ns = transfer_ns(len, op == SD_WRITE ? d->p.write_bw : d->p.read_bw);
+	ns = transfer_ns(len, op == SD_WRITE ? unit->p.write_bw : unit->p.read_bw);
 	if (seek) {
-		ns += d->p.seek_ns;
+		ns += unit->p.seek_ns;
 		d->c.seeks++;
+		unit->c.seeks++;
 	}
 	d->c.model_ns += ns;
+	unit->c.model_ns += ns;
 	return ns;
+}
+
+uint64_t sd_model_service_ns(struct sd_drive *d, uint64_t off, uint64_t len,
+			     enum sd_op op)
+{
+	return sd_unit_service_ns(d, 0, off, len, op);
 }
 
 uint64_t sd_drive_stall_left(const struct sd_drive *d, uint64_t now_ns)
@@ -448,68 +596,146 @@ uint64_t sd_drive_stall_left(const struct sd_drive *d, uint64_t now_ns)
 	return d->stall_until_ns > now_ns ? d->stall_until_ns - now_ns : 0;
 }
 
+uint64_t sd_drive_service_start(const struct sd_drive *d, uint64_t arrival_ns)
+{
+	return MAX(MAX(arrival_ns, d->free_ns), d->stall_until_ns);
+}
+
+static void count_enqueued(uint64_t *depth, struct sd_counters *c)
+{
+	(*depth)++;
+	if (*depth > c->max_queue_depth)
+		c->max_queue_depth = *depth;
+}
+
+void sd_unit_enqueued(struct sd_drive *d, unsigned u)
+{
+	count_enqueued(&d->queue_depth, &d->c);
+	count_enqueued(&d->units[u].queue_depth, &d->units[u].c);
+}
+
 void sd_drive_enqueued(struct sd_drive *d)
 {
-	d->queue_depth++;
-	if (d->queue_depth > d->c.max_queue_depth)
-		d->c.max_queue_depth = d->queue_depth;
+	sd_unit_enqueued(d, 0);
+}
+
+static void count_done(uint64_t *depth, struct sd_counters *c, enum sd_op op,
+		       uint64_t len, int err, uint64_t wait_ns, uint64_t busy_ns)
+{
+	(*depth)--;
+	c->busy_ns += busy_ns;
+	c->wait_ns += wait_ns;
+	c->max_wait_ns = MAX(c->max_wait_ns, wait_ns);
+	if (err) {
+		c->errors++;
+		return;
+	}
+	switch (op) {
+	case SD_READ:
+		c->reads++;
+		c->read_bytes += len;
+		break;
+	case SD_WRITE:
+		c->writes++;
+		c->write_bytes += len;
+		break;
+	case SD_FSYNC:
+		c->fsyncs++;
+		break;
+	}
+}
+
+void sd_unit_done(struct sd_drive *d, unsigned u, enum sd_op op, uint64_t len, int err,
+		  uint64_t wait_ns, uint64_t busy_ns)
+{
+	count_done(&d->queue_depth, &d->c, op, len, err, wait_ns, busy_ns);
+	count_done(&d->units[u].queue_depth, &d->units[u].c, op, len, err, wait_ns,
+		   busy_ns);
 }
 
 void sd_drive_done(struct sd_drive *d, enum sd_op op, uint64_t len, int err,
 		   uint64_t busy_ns)
 {
-	d->queue_depth--;
-	d->c.busy_ns += busy_ns;
-	if (err) {
-		d->c.errors++;
-		return;
-	}
-	switch (op) {
-	case SD_READ:
-		d->c.reads++;
-		d->c.read_bytes += len;
-		break;
-	case SD_WRITE:
-		d->c.writes++;
-		d->c.write_bytes += len;
-		break;
-	case SD_FSYNC:
-		d->c.fsyncs++;
-		break;
-	}
+	sd_unit_done(d, 0, op, len, err, 0, busy_ns);
 }
 
-#define STAT(key, val)                                                                   \
-	g_string_append_printf(out, "%s %" G_GUINT64_FORMAT "\n", key, (guint64)(val))
+/* "PREFIXkey value"; PREFIX is "" for the head, "NAME." for a unit. */
+static void stat_line(GString *out, const char *prefix, const char *key, uint64_t val)
+{
+	g_string_append_printf(out, "%s%s %" G_GUINT64_FORMAT "\n", prefix, key,
+			       (guint64)val);
+}
+
+static void format_counters(GString *out, const char *prefix, const struct sd_counters *c,
+			    uint64_t queue_depth)
+{
+	stat_line(out, prefix, "reads", c->reads);
+	stat_line(out, prefix, "writes", c->writes);
+	stat_line(out, prefix, "fsyncs", c->fsyncs);
+	stat_line(out, prefix, "read_bytes", c->read_bytes);
+	stat_line(out, prefix, "write_bytes", c->write_bytes);
+	stat_line(out, prefix, "seeks", c->seeks);
+	stat_line(out, prefix, "busy_ns", c->busy_ns);
+	stat_line(out, prefix, "model_ns", c->model_ns);
+	stat_line(out, prefix, "queue_depth", queue_depth);
+	stat_line(out, prefix, "max_queue_depth", c->max_queue_depth);
+	stat_line(out, prefix, "errors", c->errors);
+}
+
+static void format_params(GString *out, const char *prefix, const struct sd_params *p)
+{
+	stat_line(out, prefix, "write_bw", p->write_bw);
+	stat_line(out, prefix, "read_bw", p->read_bw);
+	if (p->seek_ns % SD_NS_PER_MS == 0)
+		stat_line(out, prefix, "seek_ms", p->seek_ns / SD_NS_PER_MS);
+	else
+		g_string_append_printf(out, "%sseek_ms %.6f\n", prefix,
+				       (double)p->seek_ns / 1e6);
+	stat_line(out, prefix, "seek_ns", p->seek_ns);
+}
+
+static uint64_t unit_faults(const struct sd_drive *d, unsigned u)
+{
+	uint64_t n = 0;
+
+	for (guint i = 0; i < d->faults->len; i++)
+		n += g_array_index(d->faults, struct sd_fault, i).unit == u;
+	return n;
+}
 
 void sd_drive_format_stats(const struct sd_drive *d, GString *out, uint64_t size,
 			   uint64_t uptime_ns, uint64_t now_ns)
 {
-	const struct sd_counters *c = &d->c;
+	/* With one unit, the head's file reads as it did before units existed. */
+	const struct sd_unit *one = d->n_units == 1 ? &d->units[0] : NULL;
 
-	STAT("reads", c->reads);
-	STAT("writes", c->writes);
-	STAT("fsyncs", c->fsyncs);
-	STAT("read_bytes", c->read_bytes);
-	STAT("write_bytes", c->write_bytes);
-	STAT("seeks", c->seeks);
-	STAT("busy_ns", c->busy_ns);
-	STAT("model_ns", c->model_ns);
-	STAT("queue_depth", d->queue_depth);
-	STAT("max_queue_depth", c->max_queue_depth);
-	STAT("errors", c->errors);
-	STAT("uptime_ns", uptime_ns);
-	STAT("write_bw", d->p.write_bw);
-	STAT("read_bw", d->p.read_bw);
-	if (d->p.seek_ns % SD_NS_PER_MS == 0)
-		STAT("seek_ms", d->p.seek_ns / SD_NS_PER_MS);
-	else
-		g_string_append_printf(out, "seek_ms %.6f\n", (double)d->p.seek_ns / 1e6);
-	STAT("seek_ns", d->p.seek_ns);
-	STAT("fast", d->fast);
-	STAT("ejected", d->ejected);
-	STAT("fault_rules", d->faults->len);
-	STAT("stall_ns", sd_drive_stall_left(d, now_ns));
-	STAT("head", d->head);
-	STAT("size", size);
+	format_counters(out, "", &d->c, d->queue_depth);
+	stat_line(out, "", "uptime_ns", uptime_ns);
+	if (one)
+		format_params(out, "", &one->p);
+	stat_line(out, "", "fast", d->fast);
+	if (one) {
+		stat_line(out, "", "ejected", one->ejected);
+		stat_line(out, "", "fault_rules", d->faults->len);
+	}
+	stat_line(out, "", "stall_ns", sd_drive_stall_left(d, now_ns));
+	stat_line(out, "", "head", d->head);
+	if (one)
+		stat_line(out, "", "size", size);
+	stat_line(out, "", "wait_ns", d->c.wait_ns);
+	stat_line(out, "", "max_wait_ns", d->c.max_wait_ns);
+	stat_line(out, "", "images", d->n_units);
+	g_string_append_printf(out, "head_image %s\n", d->units[d->head_unit].name);
+
+	for (unsigned u = 0; u < d->n_units; u++) {
+		const struct sd_unit *unit = &d->units[u];
+		g_autofree char *prefix = g_strdup_printf("%s.", unit->name);
+
+		format_counters(out, prefix, &unit->c, unit->queue_depth);
+		stat_line(out, prefix, "wait_ns", unit->c.wait_ns);
+		stat_line(out, prefix, "max_wait_ns", unit->c.max_wait_ns);
+		format_params(out, prefix, &unit->p);
+		stat_line(out, prefix, "ejected", unit->ejected);
+		stat_line(out, prefix, "fault_rules", unit_faults(d, u));
+	}
 }

@@ -1,7 +1,8 @@
 /*
- * The FUSE side: a fixed tree of three files. Handlers run on the one FUSE
- * loop thread and never wait: disk requests go to the head's queue (queue.c),
- * which answers them; ctl and stats are answered at once.
+ * The FUSE side: a fixed tree, the images (one file each: `disk`, or the
+ * names of --image), ctl and stats. Handlers run on the one FUSE loop thread
+ * and never wait: image requests go to the head's queue (queue.c), which
+ * answers them; ctl and stats are answered at once.
  */
 #include "slowdev.h"
 
@@ -20,13 +21,15 @@ static const char sd_ctl_help[] =
     "  eject                           every request gets EIO\n"
     "  stall SECONDS                   the head serves nothing for that long\n"
     "  set write_bw=SIZE read_bw=SIZE seek_ms=N\n"
-    "  reset                           zero the counters\n";
+    "  reset                           zero the counters\n"
+    "fail, clear, eject and set act on every image, or on one as\n"
+    "  IMAGE: COMMAND\n";
 
+/* The files after the images, in readdir order. */
 static const struct {
 	const char *name;
 	fuse_ino_t ino;
 } sd_entries[] = {
-    {"disk", SD_INO_DISK},
     {"ctl", SD_INO_CTL},
     {"stats", SD_INO_STATS},
 };
@@ -36,33 +39,60 @@ static struct slowdev *sd_from_req(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/* The image behind ino, or NULL. */
+static struct sd_image *image_of(struct slowdev *sd, fuse_ino_t ino)
+{
+	if (ino < SD_INO_IMAGE || ino - SD_INO_IMAGE >= sd->n_images)
+		return NULL;
+	return &sd->images[ino - SD_INO_IMAGE];
+}
+
+/* Entry i of the root (images first, then sd_entries): false past the end. */
+static bool root_entry(const struct slowdev *sd, size_t i, const char **name,
+		       fuse_ino_t *ino)
+{
+	if (i < sd->n_images) {
+		*name = sd->images[i].name;
+		*ino = SD_INO_IMAGE + i;
+		return true;
+	}
+	i -= sd->n_images;
+	if (i >= G_N_ELEMENTS(sd_entries))
+		return false;
+	*name = sd_entries[i].name;
+	*ino = sd_entries[i].ino;
+	return true;
+}
+
 static int sd_stat(struct slowdev *sd, fuse_ino_t ino, struct stat *st)
 {
+	struct sd_image *img = image_of(sd, ino);
+
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
 	st->st_nlink = 1;
 	st->st_atim = st->st_mtim = st->st_ctim = sd->start_time;
 	st->st_blksize = 4096;
+	if (img) {
+		struct stat ist;
+
+		if (fstat(img->fd, &ist) < 0)
+			return -errno;
+		st->st_mode = S_IFREG | (ist.st_mode & 07777);
+		st->st_uid = ist.st_uid;
+		st->st_gid = ist.st_gid;
+		st->st_atim = ist.st_atim;
+		st->st_mtim = ist.st_mtim;
+		st->st_ctim = ist.st_ctim;
+		st->st_size = (off_t)img->size;
+		st->st_blocks = ist.st_blocks;
+		return 0;
+	}
 	switch (ino) {
 	case SD_INO_ROOT:
 		st->st_mode = S_IFDIR | 0755;
 		st->st_nlink = 2;
 		return 0;
-	case SD_INO_DISK: {
-		struct stat img;
-
-		if (fstat(sd->image_fd, &img) < 0)
-			return -errno;
-		st->st_mode = S_IFREG | (img.st_mode & 07777);
-		st->st_uid = img.st_uid;
-		st->st_gid = img.st_gid;
-		st->st_atim = img.st_atim;
-		st->st_mtim = img.st_mtim;
-		st->st_ctim = img.st_ctim;
-		st->st_size = (off_t)sd->size;
-		st->st_blocks = img.st_blocks;
-		return 0;
-	}
 	case SD_INO_CTL:
 		st->st_mode = S_IFREG | 0600;
 		return 0;
@@ -81,18 +111,21 @@ static void sd_init(void *userdata, struct fuse_conn_info *conn)
 
 static void sd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct slowdev *sd = sd_from_req(req);
 	struct fuse_entry_param e = {.attr_timeout = SD_ATTR_TIMEOUT_S,
 				     .entry_timeout = SD_ATTR_TIMEOUT_S};
+	const char *ename;
+	fuse_ino_t ino;
 	int err = -ENOENT;
 
 	if (parent != SD_INO_ROOT) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	for (size_t i = 0; i < G_N_ELEMENTS(sd_entries); i++) {
-		if (strcmp(name, sd_entries[i].name) == 0) {
-			e.ino = sd_entries[i].ino;
-			err = sd_stat(sd_from_req(req), e.ino, &e.attr);
+	for (size_t i = 0; root_entry(sd, i, &ename, &ino); i++) {
+		if (strcmp(name, ename) == 0) {
+			e.ino = ino;
+			err = sd_stat(sd, e.ino, &e.attr);
 			break;
 		}
 	}
@@ -136,14 +169,16 @@ static void sd_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	/* Offsets: 0 ".", 1 "..", 2.. the entries; each entry's off is the next one. */
-	for (off_t i = off; i < (off_t)G_N_ELEMENTS(sd_entries) + 2; i++) {
+	for (off_t i = off;; i++) {
 		struct stat st = {.st_ino = SD_INO_ROOT, .st_mode = S_IFDIR};
 		const char *name = i == 0 ? "." : "..";
+		fuse_ino_t eino;
 		size_t n;
 
 		if (i >= 2) {
-			name = sd_entries[i - 2].name;
-			sd_stat(sd, sd_entries[i - 2].ino, &st);
+			if (!root_entry(sd, (size_t)(i - 2), &name, &eino))
+				break;
+			sd_stat(sd, eino, &st);
 		}
 		n = fuse_add_direntry(req, buf + used, size - used, name, &st, i + 1);
 		if (n > size - used)
@@ -170,8 +205,8 @@ static void sd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 		/* A snapshot per open, so a reader sees one consistent set. */
 		g_mutex_lock(&sd->lock);
-		sd_drive_format_stats(&sd->drive, text, sd->size, now - sd->start_ns,
-				      now);
+		sd_drive_format_stats(&sd->drive, text, sd->images[0].size,
+				      now - sd->start_ns, now);
 		g_mutex_unlock(&sd->lock);
 		fi->fh = (uintptr_t)g_string_free_to_bytes(text);
 	}
@@ -185,10 +220,10 @@ static void sd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-/* The part of [off, off + size) inside the disk. */
-static size_t clip(const struct slowdev *sd, size_t size, off_t off)
+/* The part of [off, off + size) inside the image. */
+static size_t clip(const struct sd_image *img, size_t size, off_t off)
 {
-	return (uint64_t)off >= sd->size ? 0 : MIN(size, sd->size - (uint64_t)off);
+	return (uint64_t)off >= img->size ? 0 : MIN(size, img->size - (uint64_t)off);
 }
 
 static void reply_slice(fuse_req_t req, const char *text, size_t len, size_t size,
@@ -204,6 +239,7 @@ static void sd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct slowdev *sd = sd_from_req(req);
+	struct sd_image *img = image_of(sd, ino);
 
 	if (ino == SD_INO_CTL) {
 		reply_slice(req, sd_ctl_help, strlen(sd_ctl_help), size, off);
@@ -216,7 +252,12 @@ static void sd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_slice(req, text, len, size, off);
 		return;
 	}
-	sd_queue_submit(sd, sd_req_new(req, SD_READ, (uint64_t)off, clip(sd, size, off)));
+	if (!img) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	sd_queue_submit(sd, sd_req_new(req, (unsigned)(img - sd->images), SD_READ,
+				       (uint64_t)off, clip(img, size, off)));
 }
 
 static void ctl_write(fuse_req_t req, struct slowdev *sd, const char *buf, size_t size)
@@ -228,6 +269,15 @@ static void ctl_write(fuse_req_t req, struct slowdev *sd, const char *buf, size_
 		sd_log(sd, LOG_WARNING, "ctl: %s", why);
 		fuse_reply_err(req, EINVAL);
 		return;
+	}
+	/* Image names do not change after start: no lock needed to resolve them. */
+	for (guint i = 0; i < cmds->len; i++) {
+		if (sd_drive_resolve(&sd->drive, &g_array_index(cmds, struct sd_cmd, i),
+				     &why) < 0) {
+			sd_log(sd, LOG_WARNING, "ctl: %s", why);
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
 	}
 	g_mutex_lock(&sd->lock);
 	for (guint i = 0; i < cmds->len; i++)
@@ -245,21 +295,23 @@ static void sd_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		     off_t off, struct fuse_file_info *fi)
 {
 	struct slowdev *sd = sd_from_req(req);
+	struct sd_image *img = image_of(sd, ino);
 	struct sd_req *r;
 
 	if (ino == SD_INO_CTL) {
 		ctl_write(req, sd, buf, size);
 		return;
 	}
-	if (ino != SD_INO_DISK) {
+	if (!img) {
 		fuse_reply_err(req, EACCES);
 		return;
 	}
-	if (size && (uint64_t)off >= sd->size) {
+	if (size && (uint64_t)off >= img->size) {
 		fuse_reply_err(req, ENOSPC); /* past the end of the medium */
 		return;
 	}
-	r = sd_req_new(req, SD_WRITE, (uint64_t)off, clip(sd, size, off));
+	r = sd_req_new(req, (unsigned)(img - sd->images), SD_WRITE, (uint64_t)off,
+		       clip(img, size, off));
 	r->data = sd_buf_alloc(r->len);
 	memcpy(r->data, buf, r->len);
 	sd_queue_submit(sd, r);
@@ -269,13 +321,16 @@ static void sd_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	struct slowdev *sd = sd_from_req(req);
+	struct sd_image *img = image_of(sd, ino);
 
-	if (ino != SD_INO_DISK) {
+	if (!img) {
 		fuse_reply_err(req, 0);
 		return;
 	}
-	/* Queued like any request, so it returns after the writes before it. */
-	sd_queue_submit(sd, sd_req_new(req, SD_FSYNC, 0, 0));
+	/* Queued like any request, so it returns after the writes before it,
+	 * to any image. */
+	sd_queue_submit(sd,
+			sd_req_new(req, (unsigned)(img - sd->images), SD_FSYNC, 0, 0));
 }
 
 static void sd_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -1,10 +1,10 @@
 /*
  * The head: one thread that serves the FIFO of drive requests, one at a time,
- * in arrival order. The FUSE loop only appends to the queue and never waits;
- * the head answers the request (fuse_reply_*) once the modelled service time
- * has elapsed since its service started (service_start()) and the real I/O
- * is done. It takes its work under sd->lock and does the I/O, the replies and
- * the frees outside.
+ * in arrival order, for all images alike. The FUSE loop only appends to the
+ * queue and never waits; the head answers the request (fuse_reply_*) once
+ * the modelled service time has elapsed since its service started
+ * (sd_drive_service_start()) and the real I/O is done. It takes its work
+ * under sd->lock and does the I/O, the replies and the frees outside.
  */
 #include "slowdev.h"
 
@@ -46,10 +46,10 @@ char *sd_buf_alloc(size_t len)
 /* pread/pwrite the whole range; the size was clipped to the image before.
  * O_DIRECT when the range allows it, else (or when the host refuses it)
  * through the page cache. */
-static ssize_t do_rw(struct slowdev *sd, struct sd_req *r, char *buf)
+static ssize_t do_rw(struct sd_image *img, struct sd_req *r, char *buf)
 {
 	bool aligned = r->off % SD_DIRECT_BLOCK == 0 && r->len % SD_DIRECT_BLOCK == 0;
-	int fd = sd->direct_fd >= 0 && aligned ? sd->direct_fd : sd->image_fd;
+	int fd = img->direct_fd >= 0 && aligned ? img->direct_fd : img->fd;
 	size_t done = 0;
 
 	while (done < r->len) {
@@ -59,16 +59,16 @@ static ssize_t do_rw(struct slowdev *sd, struct sd_req *r, char *buf)
 			: pread(fd, buf + done, r->len - done, (off_t)(r->off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EINVAL && fd == sd->direct_fd) {
-			fd = sd->image_fd;
+		if (n < 0 && errno == EINVAL && fd == img->direct_fd) {
+			fd = img->fd;
 			continue;
 		}
 		if (n < 0)
 			return -errno;
 		if (n == 0)
 			break; /* the image shrank behind our back */
-		if (r->op == SD_WRITE && fd == sd->image_fd)
-			sd->buffered_dirty = true;
+		if (r->op == SD_WRITE && fd == img->fd)
+			img->buffered_dirty = true;
 		done += (size_t)n;
 	}
 	return (ssize_t)done;
@@ -80,19 +80,20 @@ static ssize_t do_rw(struct slowdev *sd, struct sd_req *r, char *buf)
  */
 static int do_io(struct slowdev *sd, struct sd_req *r, char **rbuf, size_t *rlen)
 {
+	struct sd_image *img = &sd->images[r->unit];
 	ssize_t n;
 
 	/* The host's durability of the image is not modelled: only what went
 	 * through its page cache is synced, and that is rare. */
 	if (r->op == SD_FSYNC) {
-		if (!sd->buffered_dirty)
+		if (!img->buffered_dirty)
 			return 0;
-		sd->buffered_dirty = false;
-		return fdatasync(sd->image_fd) < 0 ? -errno : 0;
+		img->buffered_dirty = false;
+		return fdatasync(img->fd) < 0 ? -errno : 0;
 	}
 	if (r->op == SD_READ)
 		*rbuf = sd_buf_alloc(r->len);
-	n = do_rw(sd, r, r->op == SD_READ ? *rbuf : r->data);
+	n = do_rw(img, r, r->op == SD_READ ? *rbuf : r->data);
 	if (n < 0)
 		return (int)n;
 	*rlen = (size_t)n;
@@ -139,16 +140,6 @@ static void wait_service(struct slowdev *sd, uint64_t deadline_ns)
 		g_cond_wait_until(&sd->wake, &sd->lock, ns_to_monotonic_us(deadline_ns));
 }
 
-/*
- * Service starts when the request arrived, or when the head became free (or
- * the stall ended), whichever is later: the time the FUSE loop spent copying
- * the request in is the drive's time, as on a real drive.
- */
-static uint64_t service_start(const struct slowdev *sd, const struct sd_req *r)
-{
-	return MAX(MAX(r->arrival_ns, sd->head_free_ns), sd->drive.stall_until_ns);
-}
-
 /* Wall-clock seconds of a CLOCK_MONOTONIC instant, to line the trace up
  * with other logs. */
 static double wall_s(const struct slowdev *sd, uint64_t ns)
@@ -158,28 +149,37 @@ static double wall_s(const struct slowdev *sd, uint64_t ns)
 }
 
 /* One line per request: arrival, service start, end, op, offset, length,
- * error. Written by the head alone, flushed at once (it is read live). */
+ * error, and the image's name when there are several. Written by the head
+ * alone, flushed at once (it is read live). */
 static void trace(const struct slowdev *sd, const struct sd_req *r, uint64_t start,
 		  uint64_t end, int err)
 {
 	if (!sd->trace)
 		return;
-	fprintf(sd->trace, "%.6f %.6f %.6f %s %" G_GUINT64_FORMAT " %zu %d\n",
-		wall_s(sd, r->arrival_ns), wall_s(sd, start), wall_s(sd, end), op_name(r->op),
-		r->off, r->len, err);
+	fprintf(sd->trace, "%.6f %.6f %.6f %s %" G_GUINT64_FORMAT " %zu %d%s%s\n",
+		wall_s(sd, r->arrival_ns), wall_s(sd, start), wall_s(sd, end),
+		op_name(r->op), r->off, r->len, err, sd->n_images > 1 ? " " : "",
+		sd->n_images > 1 ? sd->images[r->unit].name : "");
 	fflush(sd->trace);
 }
 
+/*
+ * Service starts when the request arrived, or when the head became free (or
+ * the stall ended), whichever is later (sd_drive_service_start()): the time
+ * the FUSE loop spent copying the request in is the drive's time, as on a
+ * real drive. Whatever its image, a request waits for every one before it.
+ */
 static void serve(struct slowdev *sd, struct sd_req *r)
 {
-	uint64_t start = service_start(sd, r), service = 0, end;
+	uint64_t start = sd_drive_service_start(&sd->drive, r->arrival_ns), service = 0;
+	uint64_t end, free_ns;
 	char *rbuf = NULL;
 	size_t rlen = 0;
 	int err;
 
-	err = sd_drive_check(&sd->drive, r->off, r->len, r->op);
+	err = sd_unit_check(&sd->drive, r->unit, r->off, r->len, r->op);
 	if (!err)
-		service = sd_model_service_ns(&sd->drive, r->off, r->len, r->op);
+		service = sd_unit_service_ns(&sd->drive, r->unit, r->off, r->len, r->op);
 	g_mutex_unlock(&sd->lock);
 
 	if (!err)
@@ -188,21 +188,24 @@ static void serve(struct slowdev *sd, struct sd_req *r)
 	g_mutex_lock(&sd->lock);
 	if (!err)
 		wait_service(sd, start + service);
-	if (!err && sd->drive.ejected)
+	if (!err && sd->drive.units[r->unit].ejected)
 		err = -EIO; /* yanked while the head was busy */
 	end = sd_now_ns();
-	sd_drive_done(&sd->drive, r->op, rlen, err, end - start);
+	sd_unit_done(&sd->drive, r->unit, r->op, rlen, err, start - r->arrival_ns,
+		     end - start);
 	g_mutex_unlock(&sd->lock);
 
 	trace(sd, r, start, end, err);
 	if (err && err != -EIO)
-		sd_log(sd, LOG_WARNING, "%s at %" G_GUINT64_FORMAT ": %s", op_name(r->op),
-		       r->off, g_strerror(-err));
+		sd_log(sd, LOG_WARNING, "%s: %s at %" G_GUINT64_FORMAT ": %s",
+		       sd->images[r->unit].name, op_name(r->op), r->off,
+		       g_strerror(-err));
 	reply(r, err, rbuf, rlen);
-	sd->head_free_ns = sd_now_ns();
+	free_ns = sd_now_ns();
 	free(rbuf);
 	free_req(r);
 	g_mutex_lock(&sd->lock);
+	sd->drive.free_ns = free_ns;
 }
 
 static gpointer head_main(gpointer data)
@@ -248,12 +251,14 @@ void sd_queue_stop(struct slowdev *sd)
 	}
 }
 
-struct sd_req *sd_req_new(fuse_req_t req, enum sd_op op, uint64_t off, size_t len)
+struct sd_req *sd_req_new(fuse_req_t req, unsigned unit, enum sd_op op, uint64_t off,
+			  size_t len)
 {
 	struct sd_req *r = g_new0(struct sd_req, 1);
 
 	r->arrival_ns = sd_now_ns();
 	r->req = req;
+	r->unit = unit;
 	r->op = op;
 	r->off = off;
 	r->len = len;
@@ -263,7 +268,7 @@ struct sd_req *sd_req_new(fuse_req_t req, enum sd_op op, uint64_t off, size_t le
 void sd_queue_submit(struct slowdev *sd, struct sd_req *r)
 {
 	g_mutex_lock(&sd->lock);
-	sd_drive_enqueued(&sd->drive);
+	sd_unit_enqueued(&sd->drive, r->unit);
 	g_queue_push_tail(&sd->queue, r);
 	g_cond_signal(&sd->wake);
 	g_mutex_unlock(&sd->lock);

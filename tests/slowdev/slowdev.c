@@ -4,8 +4,10 @@
  *
  * DESIGN
  *
- * MOUNTDIR holds three files: `disk` (the image, fixed size, opened direct_io
- * so no page cache hides the timing), `ctl` (commands) and `stats` (counters).
+ * MOUNTDIR holds the images, `ctl` (commands) and `stats` (counters). An
+ * image is a file of fixed size, opened direct_io so no page cache hides the
+ * timing: `disk` for `slowdev IMAGE MOUNTDIR`, or one file NAME per
+ * `--image NAME=PATH[:PROFILE]`.
  *
  * The model (drive.c, pure logic): the drive has one head at a byte offset.
  * A request that does not start where the previous one ended pays seek_ns;
@@ -13,7 +15,17 @@
  * head is at off + len. An fsync costs nothing in the model, does a real
  * fdatasync of the image and does not move the head.
  *
- * The queue (queue.c): every read, write and fsync of `disk` goes, in the
+ * Several images (units of the drive, like a DVD-RAM and a ZIP drive on one
+ * IDE channel) share the one head and the one queue: each has its own
+ * bandwidths, seek time, faults, eject and counters, but a request to one
+ * waits behind everything queued before it for any other. The head is at an
+ * offset of one image; a request to another image always pays that image's
+ * seek (a switch of drive is a seek: the images have no positions relative to
+ * each other, so no request on another image can continue the previous one).
+ * A second slowdev process is another channel: nothing is shared between
+ * processes.
+ *
+ * The queue (queue.c): every read, write and fsync of an image goes, in the
  * order the FUSE loop received it, into one FIFO served by one thread, the
  * head. Service of a request starts at T, the later of its arrival and the
  * moment the head became free (its previous answer, or the end of a stall).
@@ -32,6 +44,10 @@
  * of any failed block request anyway. `stall` stops the head between
  * requests; `fast on` ends the current request's wait and makes all later
  * ones free (the head position is still tracked, nothing is charged).
+ *
+ * Commands act on the whole head (fast, stall, reset) or on every image,
+ * or one when prefixed `NAME:` (fail, clear, eject, set). `stats` has the
+ * head's counters (the sums) and `NAME.key` lines per image.
  *
  * Threads: the FUSE loop (single-threaded, handlers never block) and the head.
  * One lock, sd->lock, guards the drive state and the queue.
@@ -54,14 +70,20 @@
 #endif
 
 #define SD_DEFAULT_PROFILE "dvdram"
+/* The option that names one image; its value is NAME=PATH[:PROFILE]. */
+#define SD_IMAGE_OPT "--image"
 
 struct sd_opts {
-	char *image;
+	char *image;	   /* IMAGE, the first non-option */
+	unsigned nonopts;  /* how many non-options were given */
+	GPtrArray *images; /* the values of --image, as given */
 	char *profile;
 	char *write_bw, *read_bw, *seek_ms;
 	char *trace;
 	int fast;
 };
+
+enum { SD_KEY_IMAGE };
 
 #define SD_OPT(t, p)                                                                     \
 	{                                                                                \
@@ -80,6 +102,9 @@ static const struct fuse_opt sd_opt_spec[] = {
     SD_OPT("--fast", fast),
     SD_OPT("--trace %s", trace),
     SD_OPT("--trace=%s", trace),
+    /* Matches "--image=V" and "--image V" (the latter reaches opt_proc as
+     * "--imageV"). */
+    FUSE_OPT_KEY(SD_IMAGE_OPT " ", SD_KEY_IMAGE),
     FUSE_OPT_END,
 };
 
@@ -111,22 +136,27 @@ void sd_log(const struct slowdev *sd, int prio, const char *fmt, ...)
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] IMAGE MOUNTDIR\n"
+	       "       %s [options] --image NAME=PATH[:PROFILE]... MOUNTDIR\n"
 	       "\n"
 	       "Serves IMAGE as MOUNTDIR/disk through a single-head drive model;\n"
 	       "MOUNTDIR/ctl takes commands, MOUNTDIR/stats shows counters.\n"
+	       "With --image (repeatable), each PATH is MOUNTDIR/NAME, all of them\n"
+	       "served by one queue and one head, each with its PROFILE.\n"
 	       "\n"
 	       "    --profile NAME     %s (default " SD_DEFAULT_PROFILE ")\n"
+	       "                       with --image: for images without a PROFILE\n"
 	       "    --write-bw SIZE    write bandwidth, bytes/s\n"
 	       "    --read-bw SIZE     read bandwidth, bytes/s\n"
 	       "    --seek-ms N        seek time, ms (decimals allowed)\n"
 	       "    --fast             start in fast mode (no delays)\n"
 	       "    --trace FILE       append a line per request served to FILE\n"
 	       "                       (wall-clock arrival, start and end, op, offset, length,\n"
-	       "                       error: 0 or -errno)\n"
+	       "                       error: 0 or -errno; NAME too with several images)\n"
 	       "SIZE takes K, M, G (decimal: 1M = 1000000, as media are rated)\n"
-	       "or Ki, Mi, Gi (binary) suffixes. Options override the profile.\n"
+	       "or Ki, Mi, Gi (binary) suffixes. Options override the profile\n"
+	       "(of every image).\n"
 	       "\n",
-	       prog, sd_profile_names());
+	       prog, prog, sd_profile_names());
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
 }
@@ -135,7 +165,13 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 {
 	struct sd_opts *o = data;
 
-	if (key == FUSE_OPT_KEY_NONOPT && !o->image) {
+	if (key == SD_KEY_IMAGE) {
+		const char *val = arg + strlen(SD_IMAGE_OPT);
+
+		g_ptr_array_add(o->images, g_strdup(*val == '=' ? val + 1 : val));
+		return 0;
+	}
+	if (key == FUSE_OPT_KEY_NONOPT && o->nonopts++ == 0) {
 		o->image = strdup(arg);
 		return 0;
 	}
@@ -158,32 +194,114 @@ static void check_bw(GPtrArray *errs, const char *opt, const char *val, uint64_t
 		add_err(errs, "%s: bad bandwidth '%s'", opt, val);
 }
 
-/* Validates everything and reports every problem at once: 0 or -EINVAL. */
+/*
+ * NAME=PATH[:PROFILE] into its parts (*profile NULL: the default); 0, or
+ * -EINVAL with the problem in errs. PROFILE is what follows the last ':', so
+ * a PATH with a ':' needs one (or an empty one: "PATH:").
+ */
+static int parse_image_spec(GPtrArray *errs, const char *spec, char **name, char **path,
+			    char **profile)
+{
+	const char *eq = strchr(spec, '='), *colon;
+
+	if (!eq) {
+		add_err(errs, SD_IMAGE_OPT ": want NAME=PATH[:PROFILE], got '%s'", spec);
+		return -EINVAL;
+	}
+	colon = strrchr(eq + 1, ':');
+	*name = g_strndup(spec, (gsize)(eq - spec));
+	*path = colon ? g_strndup(eq + 1, (gsize)(colon - eq - 1)) : g_strdup(eq + 1);
+	*profile = colon && colon[1] ? g_strdup(colon + 1) : NULL;
+	if (!**path) {
+		add_err(errs, SD_IMAGE_OPT " '%s': no PATH", spec);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* A file name of MOUNTDIR: a valid unit name that is not ctl or stats. */
+static void check_image_name(GPtrArray *errs, const struct slowdev *sd, unsigned i)
+{
+	const char *name = sd->images[i].name;
+
+	if (!sd_unit_name_ok(name) || strcmp(name, "ctl") == 0 ||
+	    strcmp(name, "stats") == 0) {
+		add_err(errs,
+			SD_IMAGE_OPT ": bad NAME '%s' (up to %d letters, digits, _ . -; "
+				     "not ctl or stats; no leading '.')",
+			name, SD_UNIT_NAME_MAX);
+		return;
+	}
+	for (unsigned j = 0; j < i; j++)
+		if (sd->images[j].name && strcmp(sd->images[j].name, name) == 0)
+			add_err(errs, SD_IMAGE_OPT ": NAME '%s' given twice", name);
+}
+
+static void open_image(GPtrArray *errs, struct sd_image *img, const char *path)
+{
+	off_t end;
+
+	img->fd = open(path, O_RDWR | O_CLOEXEC);
+	end = img->fd < 0 ? -1 : lseek(img->fd, 0, SEEK_END);
+	if (end < 0)
+		add_err(errs, "%s: %s", path, g_strerror(errno));
+	else if (end == 0)
+		add_err(errs, "%s: empty image", path);
+	img->size = end > 0 ? (uint64_t)end : 0;
+	img->direct_fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+}
+
+/*
+ * Validates everything and reports every problem at once: 0 or -EINVAL.
+ * Fills sd->images and *params (one per image, to g_free), also on failure.
+ */
 static int configure(struct slowdev *sd, const struct sd_opts *o, const char *mountpoint,
-		     struct sd_params *p)
+		     struct sd_params **params)
 {
 	g_autoptr(GPtrArray) errs = g_ptr_array_new_with_free_func(g_free);
 	const char *profile = o->profile ? o->profile : SD_DEFAULT_PROFILE;
-	off_t end;
+	bool multi = o->images->len > 0;
+	struct sd_params dflt = {0}, over = {0};
 
-	if (sd_profile_get(profile, p) < 0)
+	if (sd_profile_get(profile, &dflt) < 0)
 		add_err(errs, "--profile: unknown '%s' (know %s)", profile,
 			sd_profile_names());
-	check_bw(errs, "--write-bw", o->write_bw, &p->write_bw);
-	check_bw(errs, "--read-bw", o->read_bw, &p->read_bw);
-	if (o->seek_ms && sd_parse_ms(o->seek_ms, &p->seek_ns) < 0)
+	check_bw(errs, "--write-bw", o->write_bw, &over.write_bw);
+	check_bw(errs, "--read-bw", o->read_bw, &over.read_bw);
+	if (o->seek_ms && sd_parse_ms(o->seek_ms, &over.seek_ns) < 0)
 		add_err(errs, "--seek-ms: bad time '%s'", o->seek_ms);
 	if (!mountpoint)
-		add_err(errs, "missing IMAGE or MOUNTDIR");
-	if (o->image) {
-		sd->image_fd = open(o->image, O_RDWR | O_CLOEXEC);
-		end = sd->image_fd < 0 ? -1 : lseek(sd->image_fd, 0, SEEK_END);
-		if (end < 0)
-			add_err(errs, "%s: %s", o->image, g_strerror(errno));
-		else if (end == 0)
-			add_err(errs, "%s: empty image", o->image);
-		sd->size = end > 0 ? (uint64_t)end : 0;
-		sd->direct_fd = open(o->image, O_RDWR | O_DIRECT | O_CLOEXEC);
+		add_err(errs, multi ? "missing MOUNTDIR" : "missing IMAGE or MOUNTDIR");
+
+	sd->n_images = multi ? o->images->len : 1;
+	sd->images = g_new0(struct sd_image, sd->n_images);
+	*params = g_new0(struct sd_params, sd->n_images);
+	for (unsigned i = 0; i < sd->n_images; i++) {
+		struct sd_image *img = &sd->images[i];
+		struct sd_params *p = &(*params)[i];
+		g_autofree char *path = NULL, *own = NULL;
+
+		img->fd = img->direct_fd = -1;
+		*p = dflt;
+		if (!multi) {
+			img->name = g_strdup(SD_UNIT_DEFAULT);
+			path = o->image ? g_strdup(o->image) : NULL;
+		} else if (parse_image_spec(errs, o->images->pdata[i], &img->name, &path,
+					    &own) < 0) {
+			continue;
+		}
+		check_image_name(errs, sd, i);
+		if (own && sd_profile_get(own, p) < 0)
+			add_err(errs, SD_IMAGE_OPT " %s: unknown profile '%s' (know %s)",
+				img->name, own, sd_profile_names());
+		if (o->write_bw)
+			p->write_bw = over.write_bw;
+		if (o->read_bw)
+			p->read_bw = over.read_bw;
+		if (o->seek_ms)
+			p->seek_ns = over.seek_ns;
+		if (path)
+			open_image(errs, img, path);
 	}
 	if (o->trace) {
 		sd->trace = fopen(o->trace, "ae");
@@ -226,17 +344,43 @@ out_destroy:
 	return ret;
 }
 
+/* Closes and frees what configure() opened. */
+static void close_images(struct slowdev *sd)
+{
+	for (unsigned i = 0; sd->images && i < sd->n_images; i++) {
+		if (sd->images[i].fd >= 0)
+			close(sd->images[i].fd);
+		if (sd->images[i].direct_fd >= 0)
+			close(sd->images[i].direct_fd);
+		g_free(sd->images[i].name);
+	}
+	g_free(sd->images);
+	sd->images = NULL;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts copts = {0};
-	struct sd_opts o = {0};
-	struct slowdev sd = {.image_fd = -1, .direct_fd = -1};
-	struct sd_params p;
+	struct sd_opts o = {.images = g_ptr_array_new_with_free_func(g_free)};
+	struct slowdev sd = {0};
+	g_autofree struct sd_params *p = NULL;
+	g_autofree const char **names = NULL;
 	int ret = 1;
 
-	if (fuse_opt_parse(&args, &o, sd_opt_spec, opt_proc) != 0 ||
-	    fuse_parse_cmdline(&args, &copts) != 0)
+	if (fuse_opt_parse(&args, &o, sd_opt_spec, opt_proc) != 0)
+		goto out_args;
+	/* With --image the one non-option is MOUNTDIR: libfuse's again. */
+	if (o.images->len && o.nonopts > 1) {
+		fprintf(stderr, "slowdev: with " SD_IMAGE_OPT ", give MOUNTDIR only\n");
+		goto out_args;
+	}
+	if (o.images->len && o.image) {
+		fuse_opt_insert_arg(&args, 1, o.image);
+		free(o.image);
+		o.image = NULL;
+	}
+	if (fuse_parse_cmdline(&args, &copts) != 0)
 		goto out_args;
 	if (copts.show_help) {
 		usage(argv[0]);
@@ -263,7 +407,10 @@ int main(int argc, char *argv[])
 	g_mutex_init(&sd.lock);
 	g_cond_init(&sd.wake);
 	g_queue_init(&sd.queue);
-	sd_drive_init(&sd.drive, &p, o.fast);
+	names = g_new(const char *, sd.n_images);
+	for (unsigned i = 0; i < sd.n_images; i++)
+		names[i] = sd.images[i].name;
+	sd_drive_init_units(&sd.drive, sd.n_images, names, p, o.fast);
 
 	ret = run(&sd, &args, copts.mountpoint) < 0 ? 1 : 0;
 
@@ -273,13 +420,11 @@ int main(int argc, char *argv[])
 out_close:
 	if (sd.trace)
 		fclose(sd.trace);
-	if (sd.image_fd >= 0)
-		close(sd.image_fd);
-	if (sd.direct_fd >= 0)
-		close(sd.direct_fd);
+	close_images(&sd);
 out_args:
 	free(copts.mountpoint);
 	free(o.image);
+	g_ptr_array_unref(o.images);
 	free(o.profile);
 	free(o.write_bw);
 	free(o.read_bw);

@@ -9,17 +9,30 @@
 
 #include "drive.h"
 
-/* Inode numbers of the fixed tree. */
+/* Inode numbers of the fixed tree: image i is SD_INO_IMAGE + i. */
 enum {
 	SD_INO_ROOT = FUSE_ROOT_ID,
-	SD_INO_DISK,
 	SD_INO_CTL,
 	SD_INO_STATS,
+	SD_INO_IMAGE,
+};
+
+/* One image, the file MOUNTDIR/name; its index is its unit in the drive. */
+struct sd_image {
+	char *name; /* "disk" for IMAGE MOUNTDIR, else NAME of --image */
+	int fd;
+	/* The image opened O_DIRECT (-1: not supported there): the host's page
+	 * cache stays out of the model, so neither its writeback nor its dirty
+	 * throttling (other writers fill it in the benchmarks) stalls the head. */
+	int direct_fd;
+	bool buffered_dirty; /* a write went through the page cache since the last fsync; head only */
+	uint64_t size;	     /* bytes, fixed */
 };
 
 /* One request to the drive, owned by the queue until answered. */
 struct sd_req {
 	fuse_req_t req;
+	unsigned unit; /* index of the image */
 	enum sd_op op;
 	uint64_t off;
 	size_t len;
@@ -32,13 +45,9 @@ struct sd_req {
  * sleep of the model or a FUSE reply.
  */
 struct slowdev {
-	int image_fd;  /* read-only after start */
-	/* The image opened O_DIRECT (-1: not supported there): the host's page
-	 * cache stays out of the model, so neither its writeback nor its dirty
-	 * throttling (other writers fill it in the benchmarks) stalls the head. */
-	int direct_fd; /* read-only after start */
-	bool buffered_dirty; /* a write went through the page cache since the last fsync; head only */
-	uint64_t size; /* bytes, fixed */
+	struct sd_image *images; /* n_images of them, read-only after start but
+				  * for buffered_dirty */
+	unsigned n_images;
 	bool foreground, debug;
 	uint64_t start_ns;	    /* CLOCK_MONOTONIC at start */
 	struct timespec start_time; /* wall clock, for the attributes of ctl and stats */
@@ -49,8 +58,7 @@ struct slowdev {
 	GQueue queue;	       /* of struct sd_req *, under lock */
 	bool quit;	       /* under lock */
 	GThread *head;
-	uint64_t head_free_ns; /* when the head answered its last request; head only */
-	FILE *trace;	       /* --trace: a line per request served; head only */
+	FILE *trace; /* --trace: a line per request served; head only */
 };
 
 uint64_t sd_now_ns(void);
@@ -60,7 +68,8 @@ void sd_log(const struct slowdev *sd, int prio, const char *fmt, ...)
 /* queue.c */
 void sd_queue_start(struct slowdev *sd);
 void sd_queue_stop(struct slowdev *sd);
-struct sd_req *sd_req_new(fuse_req_t req, enum sd_op op, uint64_t off, size_t len);
+struct sd_req *sd_req_new(fuse_req_t req, unsigned unit, enum sd_op op, uint64_t off,
+			  size_t len);
 /* A buffer for the image's I/O (O_DIRECT-aligned); free() it. */
 #define SD_DIRECT_ALIGN 4096
 /* Ranges O_DIRECT is tried for: the host's usual logical block. */

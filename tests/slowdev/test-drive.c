@@ -365,11 +365,275 @@ START_TEST(test_cmd_parse_text)
 }
 END_TEST
 
+/*
+ * Two units on one head: "a" at test_params, "b" slower (10 MB/s both ways:
+ * 1 MB costs 100 ms) with a 5 ms seek.
+ */
+static const struct sd_params b_params = {
+    .read_bw = 10000000, .write_bw = 10000000, .seek_ns = 5 * MS};
+
+static void setup_units(void)
+{
+	static const char *const names[] = {"a", "b"};
+	const struct sd_params p[] = {test_params, b_params};
+
+	sd_drive_init_units(&drive, 2, names, p, false);
+}
+
+/* Parses, resolves and applies one line: 0 or -EINVAL. */
+static int ctl_line(const char *line, uint64_t now_ns)
+{
+	struct sd_cmd cmd;
+	char *why = NULL;
+	int r = sd_cmd_parse(line, &cmd, &why);
+
+	if (r == 0)
+		r = sd_drive_resolve(&drive, &cmd, &why);
+	if (r == 0)
+		sd_drive_apply(&drive, &cmd, now_ns);
+	else
+		ck_assert_msg(why && *why, "'%s': no message", line);
+	g_free(why);
+	return r;
+}
+
+/*
+ * What the head (queue.c) does with one request to unit u that arrived at
+ * arrival_ns, the wall clock keeping to the model: returns when it is done.
+ */
+static uint64_t serve(unsigned u, uint64_t off, uint64_t len, enum sd_op op,
+		      uint64_t arrival_ns)
+{
+	uint64_t start = sd_drive_service_start(&drive, arrival_ns);
+	uint64_t end = start + sd_unit_service_ns(&drive, u, off, len, op);
+
+	sd_unit_done(&drive, u, op, len, 0, start - arrival_ns, end - start);
+	drive.free_ns = end;
+	return end;
+}
+
+START_TEST(test_units_switch_is_seek)
+{
+	/* The head starts on unit 0 at 0. */
+	ck_assert_uint_eq(sd_unit_service_ns(&drive, 0, 0, 1000000, SD_READ), 25 * MS);
+	/* b at the very offset where a ended: another unit, so b's seek. */
+	ck_assert_uint_eq(sd_unit_service_ns(&drive, 1, 1000000, 1000000, SD_READ),
+			  5 * MS + 100 * MS);
+	ck_assert_uint_eq(drive.head_unit, 1);
+	ck_assert_uint_eq(drive.head, 2000000);
+	/* Continuing on b does not seek, whatever a's head was. */
+	ck_assert_uint_eq(sd_unit_service_ns(&drive, 1, 2000000, 1000000, SD_WRITE),
+			  100 * MS);
+	/* Back to a where it ended: a seek again, at a's seek time. */
+	ck_assert_uint_eq(sd_unit_service_ns(&drive, 0, 1000000, 1000000, SD_WRITE),
+			  10 * MS + 50 * MS);
+	ck_assert_uint_eq(drive.c.seeks, 2);
+	ck_assert_uint_eq(drive.units[0].c.seeks, 1);
+	ck_assert_uint_eq(drive.units[1].c.seeks, 1);
+	ck_assert_uint_eq(drive.units[0].c.model_ns, 25 * MS + 60 * MS);
+	ck_assert_uint_eq(drive.units[1].c.model_ns, 205 * MS);
+	ck_assert_uint_eq(drive.c.model_ns, 290 * MS);
+	/* An fsync of b neither moves the head nor costs a seek. */
+	ck_assert_uint_eq(sd_unit_service_ns(&drive, 1, 0, 0, SD_FSYNC), 0);
+	ck_assert_uint_eq(drive.head_unit, 0);
+	/* Fast mode moves the head across units without charging. */
+	ctl_line("fast on", 0);
+	ck_assert_uint_eq(sd_unit_service_ns(&drive, 1, 0, 4096, SD_READ), 0);
+	ctl_line("fast off", 0);
+	ck_assert_uint_eq(sd_unit_service_ns(&drive, 1, 4096, 1000000, SD_READ),
+			  100 * MS);
+	ck_assert_uint_eq(drive.c.seeks, 2);
+}
+END_TEST
+
+START_TEST(test_units_share_the_queue)
+{
+	uint64_t a1, a2, b;
+
+	/* Two 1 MB writes to a, then a 4 KB read of b, queued 1 ms apart. */
+	sd_unit_enqueued(&drive, 0);
+	sd_unit_enqueued(&drive, 0);
+	sd_unit_enqueued(&drive, 1);
+	ck_assert_uint_eq(drive.queue_depth, 3);
+	ck_assert_uint_eq(drive.units[0].queue_depth, 2);
+	ck_assert_uint_eq(drive.units[1].c.max_queue_depth, 1);
+	ck_assert_uint_eq(drive.c.max_queue_depth, 3);
+
+	a1 = serve(0, 0, 1000000, SD_WRITE, 0);
+	a2 = serve(0, 1000000, 1000000, SD_WRITE, 1 * MS);
+	b = serve(1, 0, 4096, SD_READ, 2 * MS);
+	ck_assert_uint_eq(a1, 50 * MS);
+	ck_assert_uint_eq(a2, 100 * MS);
+	/* b waits behind both of a's writes, then seeks over to b. */
+	ck_assert_uint_eq(b, 100 * MS + 5 * MS + 409600);
+	ck_assert_uint_gt(b, a2);
+	ck_assert_uint_eq(drive.units[1].c.wait_ns, 98 * MS);
+	ck_assert_uint_eq(drive.units[1].c.max_wait_ns, 98 * MS);
+	ck_assert_uint_eq(drive.units[0].c.wait_ns, 49 * MS);
+	ck_assert_uint_eq(drive.c.wait_ns, 147 * MS);
+	ck_assert_uint_eq(drive.c.max_wait_ns, 98 * MS);
+	ck_assert_uint_eq(drive.queue_depth, 0);
+	ck_assert_uint_eq(drive.units[1].queue_depth, 0);
+
+	/* A stall holds every unit: a request to b arriving in it starts at its end. */
+	ctl_line("stall 1", b);
+	ck_assert_uint_eq(sd_drive_service_start(&drive, b + MS), b + SEC);
+	ck_assert_uint_eq(sd_drive_service_start(&drive, b + 2 * SEC), b + 2 * SEC);
+}
+END_TEST
+
+START_TEST(test_units_counters)
+{
+	g_autoptr(GString) out = g_string_new(NULL);
+
+	sd_unit_enqueued(&drive, 0);
+	sd_unit_enqueued(&drive, 1);
+	sd_unit_enqueued(&drive, 1);
+	sd_unit_done(&drive, 0, SD_WRITE, 5000, 0, 0, 7);
+	sd_unit_done(&drive, 1, SD_WRITE, 3000, 0, 2, 5);
+	sd_unit_done(&drive, 1, SD_READ, 100, -EIO, 4, 1);
+	ck_assert_uint_eq(drive.units[0].c.write_bytes, 5000);
+	ck_assert_uint_eq(drive.units[1].c.write_bytes, 3000);
+	ck_assert_uint_eq(drive.units[1].c.reads, 0);
+	ck_assert_uint_eq(drive.units[1].c.errors, 1);
+	ck_assert_uint_eq(drive.units[0].c.errors, 0);
+	ck_assert_uint_eq(drive.c.write_bytes, 8000);
+	ck_assert_uint_eq(drive.c.writes, 2);
+	ck_assert_uint_eq(drive.c.busy_ns, 13);
+	ck_assert_uint_eq(drive.units[1].c.busy_ns, 6);
+	ck_assert_uint_eq(drive.units[1].c.max_queue_depth, 2);
+
+	sd_drive_format_stats(&drive, out, 0, 42, 0);
+	ck_assert_ptr_nonnull(strstr(out->str, "\nwrite_bytes 8000\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\na.write_bytes 5000\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\nb.write_bytes 3000\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\nb.errors 1\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\nb.wait_ns 6\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\nb.max_wait_ns 4\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\nb.seek_ms 5\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\na.write_bw 20000000\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\nimages 2\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\nhead_image a\n"));
+	/* What describes one medium is per image only. */
+	ck_assert_ptr_null(strstr(out->str, "\nwrite_bw "));
+	ck_assert_ptr_null(strstr(out->str, "\nejected "));
+	ck_assert_ptr_null(strstr(out->str, "\nsize "));
+
+	/* reset acts on the whole head: every unit's counters too. */
+	sd_unit_enqueued(&drive, 1);
+	ctl_line("reset", 0);
+	ck_assert_uint_eq(drive.c.write_bytes, 0);
+	ck_assert_uint_eq(drive.units[0].c.write_bytes, 0);
+	ck_assert_uint_eq(drive.units[1].c.errors, 0);
+	ck_assert_uint_eq(drive.units[1].c.max_queue_depth, 1);
+	ck_assert_uint_eq(drive.units[0].c.max_queue_depth, 0);
+}
+END_TEST
+
+START_TEST(test_units_ctl)
+{
+	/* Eject of one image; clear without a name un-ejects them all. */
+	ck_assert_int_eq(ctl_line("b: eject", 0), 0);
+	ck_assert_int_eq(sd_unit_check(&drive, 1, 0, 1, SD_READ), -EIO);
+	ck_assert_int_eq(sd_unit_check(&drive, 1, 0, 0, SD_FSYNC), -EIO);
+	ck_assert_int_eq(sd_unit_check(&drive, 0, 0, 1, SD_READ), 0);
+	ck_assert_int_eq(ctl_line("eject", 0), 0);
+	ck_assert_int_eq(sd_unit_check(&drive, 0, 0, 1, SD_READ), -EIO);
+	ck_assert_int_eq(ctl_line("clear", 0), 0);
+	ck_assert_int_eq(sd_unit_check(&drive, 0, 0, 1, SD_READ), 0);
+	ck_assert_int_eq(sd_unit_check(&drive, 1, 0, 1, SD_READ), 0);
+
+	/* Fault rules: per image, or one per image without a name. */
+	ck_assert_int_eq(ctl_line("a:fail write 0 1M", 0), 0);
+	ck_assert_int_eq(sd_unit_check(&drive, 0, 0, 4096, SD_WRITE), -EIO);
+	ck_assert_int_eq(sd_unit_check(&drive, 1, 0, 4096, SD_WRITE), 0);
+	ck_assert_int_eq(ctl_line("fail read 2M 3M", 0), 0);
+	ck_assert_uint_eq(drive.faults->len, 3);
+	ck_assert_int_eq(sd_unit_check(&drive, 1, 2000000, 1, SD_READ), -EIO);
+	ck_assert_int_eq(ctl_line("  b :  clear", 0), 0);
+	ck_assert_uint_eq(drive.faults->len, 2);
+	ck_assert_int_eq(sd_unit_check(&drive, 1, 2000000, 1, SD_READ), 0);
+	ck_assert_int_eq(sd_unit_check(&drive, 0, 2000000, 1, SD_READ), -EIO);
+	ck_assert_int_eq(sd_unit_check(&drive, 0, 0, 4096, SD_WRITE), -EIO);
+
+	/* set: one image, or all. */
+	ck_assert_int_eq(ctl_line("a: set write_bw=1M", 0), 0);
+	ck_assert_uint_eq(drive.units[0].p.write_bw, 1000000);
+	ck_assert_uint_eq(drive.units[1].p.write_bw, b_params.write_bw);
+	ck_assert_int_eq(ctl_line("set seek_ms=1", 0), 0);
+	ck_assert_uint_eq(drive.units[0].p.seek_ns, 1 * MS);
+	ck_assert_uint_eq(drive.units[1].p.seek_ns, 1 * MS);
+
+	/* The head's commands take no name; names must exist. */
+	ck_assert_int_eq(ctl_line("a: fast on", 0), -EINVAL);
+	ck_assert_int_eq(ctl_line("b: stall 1", 0), -EINVAL);
+	ck_assert_int_eq(ctl_line("a: reset", 0), -EINVAL);
+	ck_assert_int_eq(ctl_line("c: eject", 0), -EINVAL);
+	ck_assert(!drive.fast);
+	ck_assert_uint_eq(drive.stall_until_ns, 0);
+	ck_assert_int_eq(ctl_line(": eject", 0), -EINVAL);
+	ck_assert_int_eq(ctl_line("a b: eject", 0), -EINVAL);
+	ck_assert_int_eq(ctl_line(".a: eject", 0), -EINVAL);
+	ck_assert_int_eq(ctl_line("a:", 0), -EINVAL);
+	ck_assert_int_eq(ctl_line("a: b: eject", 0), -EINVAL);
+	ck_assert(!drive.units[0].ejected && !drive.units[1].ejected);
+}
+END_TEST
+
+START_TEST(test_one_unit_is_disk)
+{
+	g_autoptr(GString) out = g_string_new(NULL);
+	struct sd_cmd cmd;
+	char *why = NULL;
+
+	/* sd_drive_init's drive: one unit, "disk", nameable in ctl. */
+	ck_assert_uint_eq(drive.n_units, 1);
+	ck_assert_str_eq(drive.units[0].name, SD_UNIT_DEFAULT);
+	ck_assert_int_eq(sd_cmd_parse("disk: eject", &cmd, &why), 0);
+	ck_assert_int_eq(cmd.unit, SD_UNIT_NAMED);
+	ck_assert_str_eq(cmd.target, "disk");
+	ck_assert_int_eq(sd_drive_resolve(&drive, &cmd, &why), 0);
+	ck_assert_int_eq(cmd.unit, 0);
+	sd_drive_apply(&drive, &cmd, 0);
+	ck_assert_int_eq(sd_drive_check(&drive, 0, 1, SD_READ), -EIO);
+	ck_assert_int_eq(sd_cmd_parse("eject", &cmd, &why), 0);
+	ck_assert_int_eq(cmd.unit, SD_UNIT_ALL);
+
+	sd_drive_format_stats(&drive, out, 4096, 0, 0);
+	ck_assert_ptr_nonnull(strstr(out->str, "\nejected 1\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\nsize 4096\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\nwrite_bw 20000000\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\ndisk.ejected 1\n"));
+	ck_assert_ptr_nonnull(strstr(out->str, "\nimages 1\n"));
+}
+END_TEST
+
+START_TEST(test_unit_names)
+{
+	static const char *const good[] = {"a", "disk", "dvd-ram", "zip_1", "a.b", "0"};
+	static const char *const bad[] = {"",	 ".",	"..",  ".x",	  "a b",
+					  "a:b", "a/b", "a=b", "\xc3\xa9"};
+	char longest[SD_UNIT_NAME_MAX + 2];
+
+	for (size_t i = 0; i < G_N_ELEMENTS(good); i++)
+		ck_assert_msg(sd_unit_name_ok(good[i]), "'%s' rejected", good[i]);
+	for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
+		ck_assert_msg(!sd_unit_name_ok(bad[i]), "'%s' accepted", bad[i]);
+	memset(longest, 'x', sizeof(longest) - 1);
+	longest[SD_UNIT_NAME_MAX] = '\0';
+	ck_assert(sd_unit_name_ok(longest));
+	longest[SD_UNIT_NAME_MAX] = 'x';
+	longest[SD_UNIT_NAME_MAX + 1] = '\0';
+	ck_assert(!sd_unit_name_ok(longest));
+}
+END_TEST
+
 static Suite *drive_suite(void)
 {
 	Suite *s = suite_create("slowdev-drive");
 	TCase *model = tcase_create("model");
 	TCase *parse = tcase_create("parse");
+	TCase *units = tcase_create("units");
 
 	tcase_add_checked_fixture(model, setup, teardown);
 	tcase_add_test(model, test_seek_only_on_discontinuity);
@@ -380,7 +644,15 @@ static Suite *drive_suite(void)
 	tcase_add_test(model, test_eject_and_clear);
 	tcase_add_test(model, test_stall);
 	tcase_add_test(model, test_counters_and_reset);
+	tcase_add_test(model, test_one_unit_is_disk);
 	suite_add_tcase(s, model);
+
+	tcase_add_checked_fixture(units, setup_units, teardown);
+	tcase_add_test(units, test_units_switch_is_seek);
+	tcase_add_test(units, test_units_share_the_queue);
+	tcase_add_test(units, test_units_counters);
+	tcase_add_test(units, test_units_ctl);
+	suite_add_tcase(s, units);
 
 	tcase_add_test(parse, test_parse_size);
 	tcase_add_test(parse, test_parse_times);
@@ -388,6 +660,7 @@ static Suite *drive_suite(void)
 	tcase_add_test(parse, test_cmd_parse_good);
 	tcase_add_test(parse, test_cmd_parse_bad);
 	tcase_add_test(parse, test_cmd_parse_text);
+	tcase_add_test(parse, test_unit_names);
 	suite_add_tcase(s, parse);
 	return s;
 }
