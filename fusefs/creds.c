@@ -7,11 +7,19 @@
  *
  * setfsuid/setfsgid and the raw setgroups syscall act on the calling thread
  * only (glibc's setgroups() would change every thread of the process).
+ *
+ * With FUSE_CAP_DONT_MASK (asked for with POSIX ACLs) the kernel leaves the
+ * caller's umask to us, so that the lower can ignore it under a default ACL as
+ * it does for a local process: the creating syscall runs under the caller's
+ * umask. umask is per fs_struct, shared by all threads, so a worker thread
+ * first takes a private one (unshare(CLONE_FS)); the daemon never changes its
+ * directory, so nothing else differs.
  */
 #include "fs.h"
 #include "log.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <grp.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
@@ -32,6 +40,7 @@ int creds_enter(fuse_req_t req, struct sm_creds *saved)
 	int n, r;
 
 	saved->switched = false;
+	saved->umask_set = false;
 	if (!fs->creds_switch || (ctx->uid == 0 && ctx->gid == 0))
 		return 0;
 	n = fuse_req_getgroups(req, CREDS_MAX_GROUPS, groups);
@@ -48,8 +57,40 @@ int creds_enter(fuse_req_t req, struct sm_creds *saved)
 	return 0;
 }
 
+/* Called once per worker thread before its first umask(). */
+static int thread_private_umask(void)
+{
+	static __thread bool done;
+
+	if (!done && unshare(CLONE_FS) < 0)
+		return -errno;
+	done = true;
+	return 0;
+}
+
+int creds_enter_create(fuse_req_t req, struct sm_creds *saved)
+{
+	struct slowmedia *fs = fs_from_req(req);
+	int r = creds_enter(req, saved);
+
+	if (r < 0 || !fs->dont_mask)
+		return r;
+	r = thread_private_umask();
+	if (r < 0) {
+		creds_leave(saved);
+		return r;
+	}
+	umask(fuse_req_ctx(req)->umask);
+	saved->umask_set = true;
+	return 0;
+}
+
 void creds_leave(struct sm_creds *saved)
 {
+	if (saved->umask_set) {
+		umask(0);
+		saved->umask_set = false;
+	}
 	if (!saved->switched)
 		return;
 	setfsuid(0);

@@ -16,24 +16,44 @@
 #include "sys.h"
 
 struct file_handle;
+struct sm_control;
+
+/* Where an inode's O_PATH fd is counted (fd_touch in inode.c keeps it right). */
+enum sm_fd_state {
+	SM_FD_NONE,   /* no fd, or the root's (never counted) */
+	SM_FD_CACHED, /* in fs->fd_lru, counted in fs->nfds: may be closed */
+	SM_FD_PINNED, /* counted in fs->npinned: no way back to it once closed */
+};
 
 /*
  * One lower file or directory, keyed by (dev, ino). Its address is the FUSE
  * inode number (the root is FUSE_ROOT_ID). Alive while the kernel holds lookups
- * or anyone holds a reference (open files, queued writes).
+ * or anyone holds a reference (open files, queued writes, child inodes).
+ *
+ * parent/name is one name the file had when last seen, kept right through
+ * lookup, rename, link and unlink: the way back to it by a walk from the
+ * nearest ancestor with an open fd when the fd was closed and there is no
+ * usable handle. NULL once that name is gone (unlinked, renamed over): the fd
+ * is then pinned until a lookup through another link names it again.
  */
 struct sm_inode {
 	dev_t dev; /* immutable */
 	ino_t ino; /* immutable */
 	mode_t type; /* S_IFMT bits, immutable */
-	struct file_handle *handle; /* immutable; NULL: fd is pinned, never evicted */
+	struct file_handle *handle; /* immutable; NULL: reached by name only */
 
 	uint64_t nlookup; /* under fs->ino_lock */
 	unsigned refs;	  /* under fs->ino_lock */
+	struct sm_inode *parent; /* holds one reference; under fs->ino_lock */
+	char *name;		 /* in parent; NULL iff parent is; under fs->ino_lock */
+	unsigned name_gen;	 /* bumped at each parent/name change; under ino_lock */
+	bool unreachable_logged; /* said once in the log; under fs->ino_lock */
 	int fd;		  /* O_PATH; -1 while evicted. under fs->ino_lock */
+	enum sm_fd_state fd_state; /* under fs->ino_lock */
 	unsigned fd_users; /* callers between inode_fd_get/put; under fs->ino_lock */
-	GList lru;	  /* link in fs->fd_lru while fd >= 0 && handle; under ino_lock */
+	GList lru;	  /* link in fs->fd_lru while SM_FD_CACHED; under ino_lock */
 	unsigned nopen;	  /* open file handles; atomic */
+	bool no_caps;	  /* security.capability known absent; atomic (ops_xattr.c) */
 	struct wq_file *wqf; /* write queue state; set once under the queue's lock */
 };
 
@@ -57,15 +77,21 @@ struct slowmedia {
 	dev_t root_dev;
 	struct sm_inode root;
 	bool creds_switch; /* daemon is root: create files as the caller */
+	bool dont_mask;	   /* set once in init: creates apply the caller's umask */
 	double timeout;	   /* entry/attr cache seconds */
 
 	pthread_mutex_t ino_lock;
 	GHashTable *inodes; /* (dev, ino) -> sm_inode; under ino_lock */
 	GQueue fd_lru;	    /* evictable inodes with an open fd, MRU first; ino_lock */
 	unsigned nfds;	    /* open O_PATH fds of evictable inodes; under ino_lock */
-	unsigned fd_cache_max; /* immutable */
+	unsigned npinned;   /* open O_PATH fds that cannot be closed; under ino_lock */
+	unsigned fd_cache_max; /* nfds + npinned at most (when idle); immutable */
+	bool pinned_warned; /* npinned alone passed fd_cache_max; under ino_lock */
+	int handles;	    /* enum in inode.c: use, off (EPERM...), forced stale; atomic */
 
 	struct wq *wq; /* the write-behind queue; immutable once serving */
+	struct sm_control *ctl; /* control socket and busy hold (control.c); NULL: none */
+	uint64_t read_bytes;	/* asked for by reads (all of it, also past EOF); atomic */
 };
 
 static inline struct slowmedia *fs_from_req(fuse_req_t req)
@@ -74,12 +100,16 @@ static inline struct slowmedia *fs_from_req(fuse_req_t req)
 }
 
 /* inode.c */
+/* The fds the daemon may spend on inodes and dirty files (see inode.c). */
+unsigned fd_budget(void);
 int inode_table_init(struct slowmedia *fs, int root_fd);
 void inode_table_destroy(struct slowmedia *fs);
 struct sm_inode *inode_from_ino(struct slowmedia *fs, fuse_ino_t ino);
-/* Look up (or add) the inode for an O_PATH fd already opened on it; takes fd over. */
+/* Look up (or add) the inode for an O_PATH fd already opened on it; takes fd
+ * over. It was found as name in parent (both NULL: reached through an open
+ * file, no name known), which is recorded as its way back. */
 int inode_find_or_add(struct slowmedia *fs, int fd, const struct stat *st,
-		      struct sm_inode **out);
+		      struct sm_inode *parent, const char *name, struct sm_inode **out);
 void inode_forget(struct slowmedia *fs, struct sm_inode *inode, uint64_t n);
 void inode_ref(struct slowmedia *fs, struct sm_inode *inode);
 /* The inode of (dev, ino) with a reference taken, if the table has it. */
@@ -88,6 +118,24 @@ void inode_unref(struct slowmedia *fs, struct sm_inode *inode);
 /* An O_PATH fd of the inode, valid until inode_fd_put; -errno when it cannot be reached. */
 int inode_fd_get(struct slowmedia *fs, struct sm_inode *inode);
 void inode_fd_put(struct slowmedia *fs, struct sm_inode *inode);
+/*
+ * Around an op that removes name from dir (unlink, rmdir, rename over it):
+ * hold finds the inode it names (if the table has it; a reference in h->inode)
+ * and, when that is its recorded name, keeps its fd open so that it stays
+ * reachable after; release (gone: the op succeeded) then pins that fd and
+ * forgets the name. pfd is dir's fd.
+ */
+struct sm_name_hold {
+	struct sm_inode *inode;
+	bool fd_held;
+};
+void inode_name_hold(struct slowmedia *fs, int pfd, struct sm_inode *dir, const char *name,
+		     struct sm_name_hold *h);
+void inode_name_release(struct slowmedia *fs, struct sm_inode *dir, const char *name,
+			bool gone, struct sm_name_hold *h);
+/* name in dir (pfd its fd) now names what it names on the lower (after a
+ * rename): record it as that inode's way back, if the table has it. */
+void inode_name_moved(struct slowmedia *fs, int pfd, struct sm_inode *dir, const char *name);
 /* inode_fd_get, as a "/proc/self/fd/N" path for calls that take no fd; 0 or
  * -errno. Pair with inode_fd_put. */
 int inode_path_get(struct slowmedia *fs, struct sm_inode *inode, char path[PROC_FD_PATH_MAX]);
@@ -95,8 +143,12 @@ int inode_path_get(struct slowmedia *fs, struct sm_inode *inode, char path[PROC_
 /* creds.c: create files as the requesting user when the daemon runs as root. */
 struct sm_creds {
 	bool switched;
+	bool umask_set;
 };
 int creds_enter(fuse_req_t req, struct sm_creds *saved);
+/* creds_enter for a call that makes a file, plus the caller's umask when the
+ * kernel leaves it to us (dont_mask). Pair with creds_leave. */
+int creds_enter_create(fuse_req_t req, struct sm_creds *saved);
 void creds_leave(struct sm_creds *saved);
 
 /* ops_file.c: drop queued data of a file that is unlinked and not open. */
@@ -109,6 +161,9 @@ static inline struct wq_file *inode_wqf(struct sm_inode *inode)
 /* ops_entry.c helpers shared with ops_dir.c and ops_file.c */
 int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name,
 		 struct fuse_entry_param *e);
+/* The entry of the file open on ofd (a lower fd), reached through the fd, not
+ * a name: for a file just created, whose name may already be gone. */
+int entry_from_open_fd(struct slowmedia *fs, int ofd, struct fuse_entry_param *e);
 /* -ENAMETOOLONG for a name the lower filesystem would refuse, else 0. */
 int check_name(const char *name);
 /* check_name, then the O_PATH fd of dir to create or remove name in. Pair with
@@ -117,6 +172,9 @@ int named_dir_fd_get(struct slowmedia *fs, struct sm_inode *dir, const char *nam
 /* Both fds or neither (then -errno). Pair with inode_fd_put of each. */
 int inode_fd_pair_get(struct slowmedia *fs, struct sm_inode *a, struct sm_inode *b, int *fa,
 		      int *fb);
+/* name in dir was made or renamed on the lower: at risk until the medium's
+ * metadata is flushed (the queue's loss report names it). */
+void note_entry(struct slowmedia *fs, struct sm_inode *dir, const char *name);
 /* After an op made name in dir (r == 0): reply with its entry; else the error. */
 void reply_new_entry(fuse_req_t req, struct slowmedia *fs, struct sm_inode *dir,
 		     const char *name, int r);

@@ -2,14 +2,43 @@
 #include "ops.h"
 #include "log.h"
 
+#include <sys/xattr.h>
+
+/* Whether the lower filesystem keeps POSIX ACLs (ext4 noacl, vfat do not). */
+static bool lower_has_acls(struct slowmedia *fs)
+{
+	char path[PROC_FD_PATH_MAX];
+	const char *root = proc_fd_path(path, fs->root_fd);
+
+	if (getxattr(root, "system.posix_acl_access", NULL, 0) >= 0)
+		return true;
+	return errno == ENODATA;
+}
+
 void sm_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct slowmedia *fs = userdata;
+
 	/* Never let the kernel cache writes: the queue is ours to bound and pace. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	/* O_TRUNC must reach us as a truncate, ordered with the file's queued writes. */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want |= FUSE_CAP_SPLICE_READ;
+	/*
+	 * default_permissions checks mode bits only: with other users let in, an
+	 * ACL entry denying one of them would mean nothing. The kernel enforces
+	 * ACLs itself once asked, reading them through getxattr. Not where the
+	 * lower has none: the kernel would fail every check with its EOPNOTSUPP.
+	 */
+	if ((conn->capable & FUSE_CAP_POSIX_ACL) && lower_has_acls(fs))
+		conn->want |= FUSE_CAP_POSIX_ACL;
+	/* Under a default ACL the lower must see the caller's umask, not a mode
+	 * the kernel has already masked: creates apply it themselves (creds.c). */
+	if ((conn->want & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
+		conn->want |= FUSE_CAP_DONT_MASK;
+		fs->dont_mask = true;
+	}
 	sm_dbg("init: proto %u.%u, max_write %u", conn->proto_major, conn->proto_minor,
 	       conn->max_write);
 }
@@ -51,7 +80,10 @@ const struct fuse_lowlevel_ops sm_ops = {
 	.fsync = sm_fsync,
 	.fallocate = sm_fallocate,
 	.lseek = sm_lseek,
-	.copy_file_range = sm_copy_file_range,
+	/* No copy_file_range: libfuse answers ENOSYS, and the kernel then copies
+	 * through read and write (splice), so a copy inside the mount goes
+	 * through the queue, paced and bounded like any other write. A copy on
+	 * the lower would pile up the medium's dirty pages unpaced. */
 	.getxattr = sm_getxattr,
 	.listxattr = sm_listxattr,
 	.setxattr = sm_setxattr,

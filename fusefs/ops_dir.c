@@ -23,7 +23,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pfd = r = named_dir_fd_get(fs, dir, name);
 	if (r < 0)
 		goto out;
-	r = creds_enter(req, &creds);
+	r = creds_enter_create(req, &creds);
 	if (r < 0)
 		goto out_put;
 	switch (kind) {
@@ -90,38 +90,29 @@ void sm_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name
 	reply_new_entry(req, fs, dir, name, r);
 }
 
-/* The inode a name in dir refers to, if we know it (referenced), for elision. */
-static struct sm_inode *known_inode(struct slowmedia *fs, int pfd, const char *name)
+/* After an op that may have removed what name in dir named (gone: it did). */
+static void release_victim(struct slowmedia *fs, struct sm_inode *dir, const char *name,
+			   bool gone, struct sm_name_hold *victim)
 {
-	struct stat st;
-
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-		return NULL;
-	return inode_peek(fs, st.st_dev, st.st_ino);
-}
-
-static void forget_known(struct slowmedia *fs, struct sm_inode *victim, int r)
-{
-	if (!victim)
-		return;
-	if (r == 0)
-		elide_if_gone(fs, victim); /* temp files never touch the medium */
-	inode_unref(fs, victim);
+	if (gone && victim->inode && S_ISREG(victim->inode->type))
+		elide_if_gone(fs, victim->inode); /* temp files never touch the medium */
+	inode_name_release(fs, dir, name, gone, victim);
 }
 
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
 	struct slowmedia *fs = fs_from_req(req);
-	struct sm_inode *dir = inode_from_ino(fs, parent), *victim = NULL;
+	struct sm_inode *dir = inode_from_ino(fs, parent);
+	struct sm_name_hold victim = {0};
 	int pfd, r;
 
 	pfd = r = named_dir_fd_get(fs, dir, name);
 	if (pfd >= 0) {
-		victim = flags ? NULL : known_inode(fs, pfd, name);
+		inode_name_hold(fs, pfd, dir, name, &victim);
 		r = neg_errno(unlinkat(pfd, name, flags));
+		release_victim(fs, dir, name, r == 0, &victim);
 		inode_fd_put(fs, dir);
 	}
-	forget_known(fs, victim, r);
 	fuse_reply_err(req, -r);
 }
 
@@ -135,12 +126,22 @@ void sm_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	remove_entry(req, parent, name, AT_REMOVEDIR);
 }
 
+/* After a rename: the moved inode (both, for an exchange) is reached by its
+ * new name from now on. */
+static void note_moved(struct slowmedia *fs, struct sm_inode *from, int pfd, const char *name,
+		       struct sm_inode *to, int npfd, const char *newname, unsigned int flags)
+{
+	inode_name_moved(fs, npfd, to, newname);
+	if (flags & RENAME_EXCHANGE)
+		inode_name_moved(fs, pfd, from, name);
+}
+
 void sm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 	       const char *newname, unsigned int flags)
 {
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *from = inode_from_ino(fs, parent), *to = inode_from_ino(fs, newparent);
-	struct sm_inode *victim = NULL;
+	struct sm_name_hold victim = {0};
 	int pfd, npfd, r;
 
 	r = check_name(name);
@@ -148,13 +149,21 @@ void sm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 		r = check_name(newname);
 	if (r == 0)
 		r = inode_fd_pair_get(fs, from, to, &pfd, &npfd);
-	if (r == 0) {
-		victim = (flags & RENAME_EXCHANGE) ? NULL : known_inode(fs, npfd, newname);
-		r = neg_errno(renameat2(pfd, name, npfd, newname, flags));
-		inode_fd_put(fs, to);
-		inode_fd_put(fs, from);
-	}
-	forget_known(fs, victim, r);
+	if (r < 0)
+		goto out;
+	if (!(flags & RENAME_EXCHANGE))
+		inode_name_hold(fs, npfd, to, newname, &victim);
+	r = neg_errno(renameat2(pfd, name, npfd, newname, flags));
+	/* The victim first: renaming a link onto another link of the same file
+	 * removes nothing, and the moved name then names it again. */
+	release_victim(fs, to, newname, r == 0, &victim);
+	if (r == 0)
+		note_moved(fs, from, pfd, name, to, npfd, newname, flags);
+	inode_fd_put(fs, to);
+	inode_fd_put(fs, from);
+	if (r == 0)
+		note_entry(fs, to, newname);
+out:
 	fuse_reply_err(req, -r);
 }
 
@@ -198,27 +207,56 @@ void sm_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 }
 
-/* Add one entry to buf; returns its size, or 0 when it does not fit. */
+/*
+ * A readdirplus entry without attributes: nodeid 0 tells the kernel to list
+ * the name (with d_ino and d_type) but make no dentry and take no lookup
+ * count (fs/fuse/readdir.c, fuse_direntplus_link), so whoever wants the inode
+ * later sends a LOOKUP and gets its error.
+ */
+static size_t add_plain_plus(fuse_req_t req, char *buf, size_t rem, struct dirent *de,
+			     off_t next)
+{
+	struct fuse_entry_param e;
+
+	memset(&e, 0, sizeof(e));
+	e.attr.st_ino = de->d_ino;
+	e.attr.st_mode = (mode_t)de->d_type << 12;
+	return fuse_add_direntry_plus(req, buf, rem, de->d_name, &e, next);
+}
+
+/* Add one entry to buf; returns its size (more than rem when it does not
+ * fit), or (size_t)-1 to skip it. */
 static size_t add_entry(fuse_req_t req, struct sm_inode *dir, char *buf, size_t rem,
 			struct dirent *de, off_t next, bool plus)
 {
 	struct slowmedia *fs = fs_from_req(req);
 	struct fuse_entry_param e;
 	size_t n;
+	int r;
 
 	if (!plus) {
 		struct stat st = {.st_ino = de->d_ino, .st_mode = (mode_t)de->d_type << 12};
 		return fuse_add_direntry(req, buf, rem, de->d_name, &st, next);
 	}
-	if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
-		/* No lookup count for these: the kernel does not forget them. */
-		memset(&e, 0, sizeof(e));
-		e.attr.st_ino = de->d_ino;
-		e.attr.st_mode = (mode_t)de->d_type << 12;
-		return fuse_add_direntry_plus(req, buf, rem, de->d_name, &e, next);
-	}
-	if (entry_lookup(fs, dir, de->d_name, &e) < 0)
+	/* No lookup count for these: the kernel does not forget them. */
+	if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		return add_plain_plus(req, buf, rem, de, next);
+	r = entry_lookup(fs, dir, de->d_name, &e);
+	if (r == -ENOENT)
 		return (size_t)-1; /* vanished since readdir saw it: skip */
+	/*
+	 * Any other failure (EMFILE, ENOMEM, EIO, ESTALE) is about reaching the
+	 * inode, not about the name, which the lower readdir did return. Failing
+	 * the whole call would hide every later name behind one bad inode (or
+	 * behind a moment of fd pressure); dropping the name lies to ls, find and
+	 * cp -a. Listed without attributes, the name stays and the error reaches
+	 * whoever stats or opens it, as on a native filesystem.
+	 */
+	if (r < 0) {
+		sm_dbg("readdirplus: %s listed without attributes: %s", de->d_name,
+		       g_strerror(-r));
+		return add_plain_plus(req, buf, rem, de, next);
+	}
 	n = fuse_add_direntry_plus(req, buf, rem, de->d_name, &e, next);
 	if (n > rem)
 		inode_forget(fs, inode_from_ino(fs, e.ino), 1);

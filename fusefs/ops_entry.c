@@ -1,4 +1,5 @@
 /* Entry and attribute ops: lookup, forget, getattr, setattr, statfs, readlink. */
+#include "control.h"
 #include "fs.h"
 #include "ops.h"
 #include "log.h"
@@ -35,11 +36,28 @@ int inode_fd_pair_get(struct slowmedia *fs, struct sm_inode *a, struct sm_inode 
 	return 0;
 }
 
+void note_entry(struct slowmedia *fs, struct sm_inode *dir, const char *name)
+{
+	char proc[PROC_FD_PATH_MAX], path[PATH_MAX];
+	ssize_t n;
+
+	if (inode_path_get(fs, dir, proc) < 0)
+		return;
+	n = readlink(proc, path, sizeof(path));
+	inode_fd_put(fs, dir);
+	if (n <= 0 || (size_t)n + 1 + strlen(name) >= sizeof(path))
+		return;
+	snprintf(path + n, sizeof(path) - (size_t)n, "%s%s", path[n - 1] == '/' ? "" : "/", name);
+	wq_note_entry(fs->wq, path);
+}
+
 void reply_new_entry(fuse_req_t req, struct slowmedia *fs, struct sm_inode *dir,
 		     const char *name, int r)
 {
 	struct fuse_entry_param e;
 
+	if (r == 0)
+		note_entry(fs, dir, name);
 	if (r == 0)
 		r = entry_lookup(fs, dir, name, &e);
 	if (r < 0)
@@ -84,10 +102,32 @@ static int inode_stat(struct slowmedia *fs, struct sm_inode *inode, int ofd,
 	return r;
 }
 
+/* Fill e for the lower file behind the O_PATH fd (taken over) whose stat is
+ * in e->attr, found as name in parent (NULL: through an open file): one
+ * lookup count on its inode. */
+static int entry_fill(struct slowmedia *fs, int fd, struct sm_inode *parent, const char *name,
+		      struct fuse_entry_param *e)
+{
+	struct sm_inode *inode;
+	int r;
+
+	inode_find_or_add(fs, fd, &e->attr, parent, name, &inode);
+	if (inode_wqf(inode)) { /* the kernel takes the size from here too */
+		r = inode_stat(fs, inode, -1, &e->attr);
+		if (r < 0) {
+			inode_forget(fs, inode, 1);
+			return r;
+		}
+	}
+	e->ino = (uintptr_t)inode;
+	e->attr_timeout = fs->timeout;
+	e->entry_timeout = fs->timeout;
+	return 0;
+}
+
 int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name,
 		 struct fuse_entry_param *e)
 {
-	struct sm_inode *inode;
 	int64_t meta_t0;
 	int pfd, fd, r;
 
@@ -108,18 +148,24 @@ int entry_lookup(struct slowmedia *fs, struct sm_inode *parent, const char *name
 		close(fd);
 		return r;
 	}
-	inode_find_or_add(fs, fd, &e->attr, &inode);
-	if (inode_wqf(inode)) { /* the kernel takes the size from here too */
-		r = inode_stat(fs, inode, -1, &e->attr);
-		if (r < 0) {
-			inode_forget(fs, inode, 1);
-			return r;
-		}
+	return entry_fill(fs, fd, parent, name, e);
+}
+
+int entry_from_open_fd(struct slowmedia *fs, int ofd, struct fuse_entry_param *e)
+{
+	char path[PROC_FD_PATH_MAX];
+	int fd, r;
+
+	memset(e, 0, sizeof(*e));
+	fd = neg_errno(open(proc_fd_path(path, ofd), O_PATH | O_CLOEXEC));
+	if (fd < 0)
+		return fd;
+	r = neg_errno(fstat(fd, &e->attr));
+	if (r < 0) {
+		close(fd);
+		return r;
 	}
-	e->ino = (uintptr_t)inode;
-	e->attr_timeout = fs->timeout;
-	e->entry_timeout = fs->timeout;
-	return 0;
+	return entry_fill(fs, fd, NULL, NULL, e); /* no name known: its fd is pinned */
 }
 
 void sm_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -251,10 +297,14 @@ void sm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 	if (r == 0)
 		r = stat_queued(fs, inode, fd, -1, &st);
 	inode_fd_put(fs, inode);
-	if (r < 0)
+	if (r < 0) {
 		fuse_reply_err(req, -r);
-	else
-		fuse_reply_attr(req, &st, fs->timeout);
+		return;
+	}
+	if (inode_wqf(inode) && (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME |
+					  FUSE_SET_ATTR_MTIME)))
+		control_busy(fs); /* a truncate or times may be queued */
+	fuse_reply_attr(req, &st, fs->timeout);
 }
 
 void sm_readlink(fuse_req_t req, fuse_ino_t ino)

@@ -3,7 +3,32 @@
 #include "ops.h"
 #include "sys.h"
 
+#include <string.h>
 #include <sys/xattr.h>
+
+#define XATTR_NAME_POSIX_ACL_ACCESS "system.posix_acl_access"
+#define XATTR_NAME_CAPS "security.capability"
+
+/*
+ * The kernel asks for security.capability before every write to a FUSE file
+ * (to drop file capabilities on write): a lower getxattr each time, through
+ * a /proc path walk. Its absence is remembered per inode and forgotten when
+ * it is set or removed through the mount. Set on the lower behind our back,
+ * it would be seen at the next lookup of a new inode only; a write by an
+ * unprivileged user would then not drop it, which the lower's own write
+ * (when the queue flushes) does anyway.
+ */
+static bool caps_known_absent(struct sm_inode *inode, const char *name)
+{
+	return strcmp(name, XATTR_NAME_CAPS) == 0 &&
+	       __atomic_load_n(&inode->no_caps, __ATOMIC_RELAXED);
+}
+
+static void caps_note(struct sm_inode *inode, const char *name, bool absent)
+{
+	if (strcmp(name, XATTR_NAME_CAPS) == 0)
+		__atomic_store_n(&inode->no_caps, absent, __ATOMIC_RELAXED);
+}
 
 enum xattr_kind { XATTR_GET, XATTR_LIST };
 
@@ -15,15 +40,22 @@ static void get_or_list(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	char path[PROC_FD_PATH_MAX];
 	g_autofree char *buf = size ? g_malloc(size) : NULL;
 	ssize_t n;
-	int r = inode_path_get(fs, inode, path);
+	int r;
 
+	if (kind == XATTR_GET && caps_known_absent(inode, name)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	r = inode_path_get(fs, inode, path);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
-	if (kind == XATTR_GET)
+	if (kind == XATTR_GET) {
 		n = neg_errno_ssize(getxattr(path, name, buf, size));
-	else
+		if (n == -ENODATA)
+			caps_note(inode, name, true);
+	} else
 		n = neg_errno_ssize(listxattr(path, buf, size));
 	inode_fd_put(fs, inode);
 	if (n < 0)
@@ -44,6 +76,25 @@ void sm_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	get_or_list(req, ino, NULL, size, XATTR_LIST);
 }
 
+/*
+ * An ACL is set as the caller: the lower then decides, as for a local process,
+ * whether the setgid bit survives (it is cleared when the caller is neither
+ * in the file's group nor privileged). The kernel has already checked that the
+ * caller may set it.
+ */
+static int set_acl_as_caller(fuse_req_t req, const char *path, const char *name,
+			     const char *value, size_t size, int flags)
+{
+	struct sm_creds saved;
+	int r = creds_enter(req, &saved);
+
+	if (r < 0)
+		return r;
+	r = neg_errno(setxattr(path, name, value, size, flags));
+	creds_leave(&saved);
+	return r;
+}
+
 void sm_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		 size_t size, int flags)
 {
@@ -52,8 +103,12 @@ void sm_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 	char path[PROC_FD_PATH_MAX];
 	int r = inode_path_get(fs, inode, path);
 
+	caps_note(inode, name, false); /* before: a getxattr racing with it asks the lower */
 	if (r == 0) {
-		r = neg_errno(setxattr(path, name, value, size, flags));
+		if (strcmp(name, XATTR_NAME_POSIX_ACL_ACCESS) == 0)
+			r = set_acl_as_caller(req, path, name, value, size, flags);
+		else
+			r = neg_errno(setxattr(path, name, value, size, flags));
 		inode_fd_put(fs, inode);
 	}
 	fuse_reply_err(req, -r);
@@ -68,6 +123,8 @@ void sm_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	if (r == 0) {
 		r = neg_errno(removexattr(path, name));
+		if (r == 0 || r == -ENODATA)
+			caps_note(inode, name, true);
 		inode_fd_put(fs, inode);
 	}
 	fuse_reply_err(req, -r);

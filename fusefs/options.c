@@ -7,10 +7,13 @@
  */
 #include "options.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#define FUSE_THREADS_MAX 100000 /* libfuse 3.14's own bound on worker threads */
 
 enum { KEY_HELP, KEY_VERSION };
 
@@ -56,6 +59,40 @@ static bool key_in(const char *opt, const char *const *keys, bool valued)
 	return false;
 }
 
+/*
+ * libfuse checks its numbers one at a time and stops at the first bad one,
+ * before we could report ours (fuse_parse_cmdline: the thread counts), or only
+ * once mounting (max_read; blksize is the kernel's, for fuseblk): check them
+ * here, with the rest.
+ */
+static void check_fuse_number(struct parse_ctx *c, const char *arg)
+{
+	static const struct {
+		const char *key;
+		unsigned lo, hi;
+	} nums[] = {
+		{"max_threads", 1, FUSE_THREADS_MAX},
+		{"max_idle_threads", 0, FUSE_THREADS_MAX},
+		{"max_read", 0, UINT_MAX},
+		{"blksize", 512, 65536},
+	};
+	const char *val = strchr(arg, '=');
+	unsigned v;
+
+	for (size_t i = 0; val && i < G_N_ELEMENTS(nums); i++) {
+		if (strlen(nums[i].key) != (size_t)(val - arg) ||
+		    strncmp(arg, nums[i].key, val - arg) != 0)
+			continue;
+		if (sm_parse_uint(val + 1, nums[i].lo, nums[i].hi, &v) < 0)
+			g_ptr_array_add(c->errors,
+					g_strdup_printf("%s: expected a whole number from %u to %u",
+							arg, nums[i].lo, nums[i].hi));
+		else if (strcmp(nums[i].key, "blksize") == 0 && (v & (v - 1)))
+			g_ptr_array_add(c->errors,
+					g_strdup_printf("%s: expected a power of two", arg));
+	}
+}
+
 static int handle_mount_opt(struct parse_ctx *c, const char *arg)
 {
 	struct sm_options *o = c->o;
@@ -63,14 +100,28 @@ static int handle_mount_opt(struct parse_ctx *c, const char *arg)
 	if (sched_opts_handle(&o->sched, arg, c->errors))
 		return 0;
 	if (strncmp(arg, "fstype=", 7) == 0) {
+		g_free(o->fstype);
+		o->fstype = NULL;
+		/* Left unset, the path checks do not report it a second time. */
 		if (!arg[7])
 			g_ptr_array_add(c->errors, g_strdup("fstype: needs a value"));
-		g_free(o->fstype);
-		o->fstype = g_strdup(arg + 7);
+		else
+			o->fstype = g_strdup(arg + 7);
 		return 0;
 	}
+	/* Not plain suid/dev: mount.fuse3 adds those to every mount it runs. */
+	if (strcmp(arg, "allow_suid") == 0) {
+		o->allow_suid = true;
+		return 0;
+	}
+	if (strcmp(arg, "allow_dev") == 0) {
+		o->allow_dev = true;
+		return 0;
+	}
+	/* helper=: mount(8) passes a utab helper= on to mount helpers; it names
+	 * the umount helper, nothing for us or libfuse. */
 	if (strncmp(arg, "x-", 2) == 0 || strncmp(arg, "comment=", 8) == 0 ||
-	    key_in(arg, fstab_keys, false))
+	    strncmp(arg, "helper=", 7) == 0 || key_in(arg, fstab_keys, false))
 		return 0;
 	if (key_in(arg, fuse_keys, false) || key_in(arg, fuse_valued_keys, true)) {
 		if (strcmp(arg, "allow_other") == 0)
@@ -79,6 +130,9 @@ static int handle_mount_opt(struct parse_ctx *c, const char *arg)
 			o->default_permissions = true;
 		if (strncmp(arg, "fsname=", 7) == 0)
 			o->has_fsname = true;
+		if (strncmp(arg, "max_threads=", 12) == 0)
+			o->has_max_threads = true;
+		check_fuse_number(c, arg);
 		return 1;
 	}
 	g_ptr_array_add(c->errors, g_strdup_printf("unknown option '%s'", arg));
@@ -152,6 +206,8 @@ int sm_options_parse(int argc, char **argv, struct sm_options *o, struct fuse_ar
 
 void sm_options_check_paths(struct sm_options *o, GPtrArray *errors)
 {
+	g_autofree char *meminfo = NULL;
+	uint64_t mem_available;
 	struct stat st;
 
 	if (o->source) {
@@ -177,6 +233,10 @@ void sm_options_check_paths(struct sm_options *o, GPtrArray *errors)
 	    (stat(o->sched.spool_dir, &st) < 0 || !S_ISDIR(st.st_mode)))
 		g_ptr_array_add(errors, g_strdup_printf("spool=%s: not a directory",
 							o->sched.spool_dir));
+	/* queue= is memory: read what the machine has once, here (no figure: no check). */
+	if (g_file_get_contents("/proc/meminfo", &meminfo, NULL, NULL) &&
+	    sched_parse_meminfo(meminfo, &mem_available) == 0)
+		sched_opts_check_memory(&o->sched, mem_available, errors);
 }
 
 void sm_options_free(struct sm_options *o)
@@ -195,6 +255,8 @@ void sm_options_print_help(const char *prog)
 	       "SOURCE may equal MOUNTPOINT (overlay in place).\n\n"
 	       "%s"
 	       "    -o fstype=TYPE         SOURCE is a block device: mount it privately\n"
+	       "    -o allow_suid          honour setuid bits, if the lower mount does\n"
+	       "    -o allow_dev           honour device nodes, if the lower mount does\n"
 	       "    fstab-only keys (auto, noauto, nofail, _netdev, user, users, x-*) are ignored\n\n",
 	       prog, sched_opts_help());
 }

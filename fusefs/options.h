@@ -12,8 +12,11 @@ struct sm_options {
 	char *mountpoint; /* as given; libfuse's copy is in the cmdline opts */
 	char *fstype;	  /* mount SOURCE privately first (block device) */
 	bool allow_other;
+	bool allow_suid;   /* honour the medium's setuid bits, where the lower mount does */
+	bool allow_dev;    /* honour its device nodes, where the lower mount does */
 	bool default_permissions;
 	bool has_fsname;
+	bool has_max_threads;
 	bool show_help;
 	bool show_version;
 };

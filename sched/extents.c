@@ -10,10 +10,29 @@
  * never grown in place by an append. A piece keeps its flight id, so completing a chunk
  * removes exactly what is left of it, and newer data is never dropped.
  *
+ * Memory. m->mem is what the map really holds, and what the queue holds
+ * against queue=: every buffer its extents or pins use, counted once at its
+ * capacity with its header (ext_buf_mem), plus EXT_NODE_BYTES per extent.
+ * Each buffer knows its pieces and their live bytes, so waste is seen at no
+ * cost: a buffer whose live pieces would fit in half the memory (and save
+ * EXT_COMPACT_MIN_SAVING) is compacted, its pieces copied into one
+ * right-sized buffer, once nothing else holds it (no chunk in flight pins
+ * it): after the overwrite or truncate that cut it, or when the last chunk
+ * pinning it ends. The pieces are found in the file range [lo, hi) the
+ * buffer's data came from. Growth by doubling stops at EXT_BUF_GROW_MAX,
+ * small buffers are not page-aligned, so slack stays a bounded share.
+ *
+ * Allocation failure. The buffers and extents a write needs are allocated
+ * before anything is cut, with calls that can fail: a write that finds no
+ * memory returns -ENOMEM and leaves the map as it was. Compaction and a
+ * take's split at the chunk limit are optional: without memory they are
+ * skipped (the chunk takes the whole extent).
+ *
  * Threads: none here; the caller (queue.c) holds its lock around every call.
  */
 #include "extents.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,57 +43,158 @@ static gint off_cmp(gconstpointer a, gconstpointer b, gpointer unused)
 	return x < y ? -1 : x > y;
 }
 
-static struct ext_buf *buf_new(size_t cap)
-{
-	struct ext_buf *b = g_new(struct ext_buf, 1);
+/* The test hook: 0 off, else the allocations left until one fails. */
+static unsigned fail_alloc_in;
 
-	if (posix_memalign((void **)&b->data, EXT_BUF_ALIGN, cap ? cap : 1) != 0)
-		g_error("out of memory for %zu queued bytes", cap);
+void extmap_fail_alloc_after(unsigned n)
+{
+	fail_alloc_in = n;
+}
+
+static bool alloc_fails(void)
+{
+	return fail_alloc_in && --fail_alloc_in == 0;
+}
+
+static void mem_charge(struct extmap *m, size_t n)
+{
+	m->mem += n;
+	if (m->total)
+		*m->total += n;
+}
+
+static void mem_release(struct extmap *m, size_t n)
+{
+	m->mem -= n;
+	if (m->total)
+		*m->total -= n;
+}
+
+/* Data for *cap bytes (rounded up to whole pages when aligned), or NULL. */
+static char *data_alloc(size_t *cap)
+{
+	void *p;
+
+	if (alloc_fails())
+		return NULL;
+	if (*cap < EXT_BUF_ALIGNED_MIN)
+		return g_try_malloc(*cap ? *cap : 1);
+	*cap = (*cap + EXT_BUF_ALIGN - 1) / EXT_BUF_ALIGN * EXT_BUF_ALIGN;
+	return posix_memalign(&p, EXT_BUF_ALIGN, *cap) == 0 ? p : NULL;
+}
+
+static void data_free(char *data, size_t cap)
+{
+	if (cap < EXT_BUF_ALIGNED_MIN)
+		g_free(data);
+	else
+		free(data);
+}
+
+/* A buffer for cap bytes of the file from lo on, its one reference the
+ * caller's; NULL without memory. */
+static struct ext_buf *buf_new(struct extmap *m, size_t cap, off_t lo)
+{
+	struct ext_buf *b = alloc_fails() ? NULL : g_try_new0(struct ext_buf, 1);
+
+	if (!b)
+		return NULL;
+	b->data = data_alloc(&cap);
+	if (!b->data) {
+		g_free(b);
+		return NULL;
+	}
 	b->refs = 1;
-	b->size = 0;
 	b->cap = cap;
+	b->lo = b->hi = lo;
+	mem_charge(m, ext_buf_mem(cap));
 	return b;
 }
 
-static void buf_unref(struct ext_buf *b)
+static void buf_unref(struct extmap *m, struct ext_buf *b)
 {
 	if (--b->refs == 0) {
-		free(b->data);
+		mem_release(m, ext_buf_mem(b->cap));
+		data_free(b->data, b->cap);
 		g_free(b);
 	}
 }
 
-static void extent_free(gpointer p)
+static struct extent *extent_alloc(void)
 {
-	struct extent *e = p;
-
-	buf_unref(e->buf);
-	g_free(e);
+	return alloc_fails() ? NULL : g_try_new(struct extent, 1);
 }
 
-static void unpin_all(gpointer p)
-{
-	GPtrArray *bufs = p;
+static void compact(struct extmap *m, struct ext_buf *b);
 
+/* Whether copying b's live pieces into one right-sized buffer at least
+ * halves what it costs, and saves EXT_COMPACT_MIN_SAVING. */
+static bool worth_compacting(const struct ext_buf *b)
+{
+	size_t now = ext_buf_mem(b->cap), after = ext_buf_mem(b->live);
+
+	return after * 2 <= now && now - after >= EXT_COMPACT_MIN_SAVING;
+}
+
+/* Drop a pin or a hold on b; compact it if only its pieces hold it now. */
+static void buf_drop(struct extmap *m, struct ext_buf *b)
+{
+	if (b->refs == 1) {
+		buf_unref(m, b);
+		return;
+	}
+	b->refs--;
+	if (b->refs == b->pieces && worth_compacting(b))
+		compact(m, b);
+}
+
+static void unpin(struct extmap *m, unsigned flight)
+{
+	gpointer key = GUINT_TO_POINTER(flight);
+	GPtrArray *bufs = g_hash_table_lookup(m->pinned, key);
+
+	if (!bufs)
+		return;
+	g_hash_table_steal(m->pinned, key);
 	for (guint i = 0; i < bufs->len; i++)
-		buf_unref(bufs->pdata[i]);
+		buf_drop(m, bufs->pdata[i]);
 	g_ptr_array_free(bufs, TRUE);
 }
 
-void extmap_init(struct extmap *m)
+void extmap_init(struct extmap *m, uint64_t *total)
 {
-	/* Keys point into the extent itself, so only the value is destroyed. */
-	m->tree = g_tree_new_full(off_cmp, NULL, NULL, extent_free);
+	/* Keys point into the extent itself; extents are freed by remove_extent. */
+	m->tree = g_tree_new_full(off_cmp, NULL, NULL, NULL);
 	m->bytes = 0;
-	m->pinned = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, unpin_all);
+	m->gen = 0;
+	m->mem = 0;
+	m->total = total;
+	m->pinned = g_hash_table_new(g_direct_hash, g_direct_equal);
 }
+
+static void remove_extent(struct extmap *m, struct extent *e);
 
 void extmap_clear(struct extmap *m)
 {
-	if (m->tree)
+	GHashTableIter it;
+	gpointer bufs;
+	GTreeNode *n;
+
+	m->total = NULL;
+	if (m->tree) {
+		while ((n = g_tree_node_first(m->tree)))
+			remove_extent(m, g_tree_node_value(n));
 		g_tree_destroy(m->tree);
-	if (m->pinned)
+	}
+	if (m->pinned) {
+		g_hash_table_iter_init(&it, m->pinned);
+		while (g_hash_table_iter_next(&it, NULL, &bufs)) {
+			for (guint i = 0; i < ((GPtrArray *)bufs)->len; i++)
+				buf_unref(m, ((GPtrArray *)bufs)->pdata[i]);
+			g_ptr_array_free(bufs, TRUE);
+		}
 		g_hash_table_destroy(m->pinned);
+	}
 	m->tree = NULL;
 	m->pinned = NULL;
 	m->bytes = 0;
@@ -92,16 +212,34 @@ static void pin(struct extmap *m, unsigned flight, struct ext_buf *b)
 	g_ptr_array_add(bufs, b);
 }
 
+/* e already holds its reference to e->buf. */
 static void insert(struct extmap *m, struct extent *e)
 {
 	g_tree_insert(m->tree, &e->off, e);
 	m->bytes += e->len;
+	e->buf->live += e->len;
+	e->buf->pieces++;
+	mem_charge(m, EXT_NODE_BYTES);
 }
 
 static void remove_extent(struct extmap *m, struct extent *e)
 {
+	struct ext_buf *b = e->buf;
+
+	g_tree_steal(m->tree, &e->off);
 	m->bytes -= e->len;
-	g_tree_remove(m->tree, &e->off);
+	b->live -= e->len;
+	b->pieces--;
+	mem_release(m, EXT_NODE_BYTES);
+	g_free(e);
+	buf_unref(m, b);
+}
+
+static void set_len(struct extmap *m, struct extent *e, size_t len)
+{
+	m->bytes = m->bytes - e->len + len;
+	e->buf->live = e->buf->live - e->len + len;
+	e->len = len;
 }
 
 /* The last extent starting at or before off, or the first one after it. */
@@ -128,98 +266,213 @@ static GPtrArray *overlapping(const struct extmap *m, off_t start, off_t end)
 	return hits;
 }
 
-static struct extent *piece(const struct extent *e, off_t off, off_t end)
+/* Make p the piece [off, end) of e (same buffer, one more reference). */
+static void piece_into(struct extent *p, const struct extent *e, off_t off, off_t end)
 {
-	struct extent *p = g_new(struct extent, 1);
-
 	*p = *e;
 	p->boff = e->boff + (size_t)(off - e->off);
 	p->off = off;
 	p->len = (size_t)(end - off);
 	p->buf->refs++;
-	return p;
 }
 
-/* Cut [start, end) out of the map. */
-static void punch(struct extmap *m, off_t start, off_t end)
+/* Copy b's pieces into one buffer of their size; b goes once the last moves.
+ * Only when nothing but its pieces holds b (no chunk in flight uses it). */
+static void compact(struct extmap *m, struct ext_buf *b)
+{
+	struct ext_buf *nb = buf_new(m, b->live, b->lo);
+	off_t lo = b->lo, hi = b->hi;
+	unsigned left = b->pieces;
+
+	if (!nb)
+		return; /* an optimization only: it can wait for memory */
+	for (GTreeNode *n = node_at_or_before(m, lo); n && left; n = g_tree_node_next(n)) {
+		struct extent *e = g_tree_node_value(n);
+
+		if (e->off >= hi)
+			break;
+		if (e->buf != b)
+			continue;
+		if (nb->size == 0)
+			nb->lo = e->off;
+		memcpy(nb->data + nb->size, b->data + e->boff, e->len);
+		e->boff = nb->size;
+		nb->size += e->len;
+		nb->hi = e->off + (off_t)e->len;
+		b->live -= e->len;
+		b->pieces--;
+		e->buf = nb;
+		nb->live += e->len;
+		nb->pieces++;
+		nb->refs++;
+		left--;
+		buf_unref(m, b); /* frees b with the last piece */
+	}
+	buf_unref(m, nb); /* the creation reference */
+}
+
+/* Whether cutting [start, end) splits an extent in two. */
+static bool splits(const struct extmap *m, off_t start, off_t end)
+{
+	GTreeNode *n = node_at_or_before(m, start);
+	const struct extent *e = n ? g_tree_node_value(n) : NULL;
+
+	return e && e->off < start && e->off + (off_t)e->len > end;
+}
+
+/*
+ * Cut [start, end) out of the map. A split takes *spare (allocated by the
+ * caller, set to NULL once used): nothing here allocates what may fail. The
+ * buffers cut are held in held (one reference each), for release_held to
+ * compact once the map is whole again. Returns the oldest generation of what
+ * was cut (UINT64_MAX: nothing).
+ */
+static uint64_t punch(struct extmap *m, off_t start, off_t end, struct extent **spare,
+		      GPtrArray *held)
 {
 	g_autoptr(GPtrArray) hits = overlapping(m, start, end);
+	uint64_t oldest = UINT64_MAX;
 
 	for (guint i = 0; i < hits->len; i++) {
 		struct extent *e = hits->pdata[i];
 		off_t e_end = e->off + (off_t)e->len;
 
-		if (e->off < start && e_end > end)
-			insert(m, piece(e, end, e_end));
+		oldest = MIN(oldest, e->gen);
+		e->buf->refs++;
+		g_ptr_array_add(held, e->buf);
+		if (e->off < start && e_end > end) {
+			g_assert(spare && *spare);
+			piece_into(*spare, e, end, e_end);
+			insert(m, *spare);
+			*spare = NULL;
+		}
 		if (e->off < start) {
-			m->bytes -= (uint64_t)(e_end - start);
-			e->len = (size_t)(start - e->off);
+			set_len(m, e, (size_t)(start - e->off));
 		} else if (e_end > end) {
-			struct extent *tail = piece(e, end, e_end);
-			remove_extent(m, e);
-			insert(m, tail);
+			/* The last extent hit loses its head. Nothing lies between its
+			 * old start and end any more, so moving its key there keeps the
+			 * tree's order: no new node, nothing to allocate. */
+			e->boff += (size_t)(end - e->off);
+			set_len(m, e, (size_t)(e_end - end));
+			e->off = end;
 		} else {
 			remove_extent(m, e);
 		}
 	}
+	return oldest;
 }
 
-static bool try_append(struct extmap *m, off_t off, const void *data, size_t len,
-		       size_t coalesce_max)
+static void release_held(struct extmap *m, GPtrArray *held)
 {
-	GTreeNode *n;
+	for (guint i = 0; i < held->len; i++)
+		buf_drop(m, held->pdata[i]);
+}
+
+/* The extent a write at off would be appended to in place, or NULL. */
+static struct extent *append_target(const struct extmap *m, off_t off, size_t len,
+				    size_t coalesce_max)
+{
+	GTreeNode *n = g_tree_upper_bound(m->tree, &(off_t){off - 1});
 	struct extent *p;
 
-	n = g_tree_upper_bound(m->tree, &(off_t){off - 1});
 	n = n ? g_tree_node_previous(n) : g_tree_node_last(m->tree);
 	if (!n)
-		return false;
+		return NULL;
 	p = g_tree_node_value(n);
 	if (p->off + (off_t)p->len != off || p->flight || p->buf->refs != 1 ||
 	    p->boff + p->len != p->buf->size || p->len + len > coalesce_max)
-		return false;
-	if (p->buf->size + len > p->buf->cap) {
-		size_t cap = MAX(p->buf->cap * 2, p->buf->size + len);
-		char *grown;
-		if (posix_memalign((void **)&grown, EXT_BUF_ALIGN, cap) != 0)
-			return false;
-		memcpy(grown, p->buf->data, p->buf->size);
-		free(p->buf->data);
-		p->buf->data = grown;
-		p->buf->cap = cap;
-	}
-	memcpy(p->buf->data + p->buf->size, data, len);
-	p->buf->size += len;
-	p->len += len;
-	m->bytes += len;
-	return true;
+		return NULL;
+	if (p->buf->size + len > p->buf->cap && p->buf->size + len > EXT_BUF_GROW_MAX)
+		return NULL;
+	return p;
 }
 
-void extmap_write(struct extmap *m, off_t off, const void *data, size_t len,
-		  size_t coalesce_max)
+/* Append to p, into grown (of grown_cap bytes) when its buffer is full. */
+static void append(struct extmap *m, struct extent *p, const void *data, size_t len,
+		   char *grown, size_t grown_cap, uint64_t gen)
 {
-	struct extent *e;
-	struct ext_buf *b;
+	struct ext_buf *b = p->buf;
+
+	if (grown) {
+		memcpy(grown, b->data, b->size);
+		data_free(b->data, b->cap);
+		mem_release(m, ext_buf_mem(b->cap));
+		mem_charge(m, ext_buf_mem(grown_cap));
+		b->data = grown;
+		b->cap = grown_cap;
+	}
+	memcpy(b->data + b->size, data, len);
+	b->size += len;
+	b->hi += (off_t)len;
+	set_len(m, p, p->len + len);
+	p->gen = MIN(p->gen, gen);
+}
+
+int extmap_write(struct extmap *m, off_t off, const void *data, size_t len,
+		 size_t coalesce_max)
+{
+	off_t end = off + (off_t)len;
+	g_autoptr(GPtrArray) held = NULL;
+	struct extent *spare = NULL, *e = NULL, *p;
+	struct ext_buf *b = NULL;
+	char *grown = NULL;
+	size_t grown_cap = 0;
+	uint64_t gen, cut;
 
 	if (len == 0)
-		return;
-	punch(m, off, off + (off_t)len);
-	if (try_append(m, off, data, len, coalesce_max))
-		return;
-	b = buf_new(len);
-	b->size = len;
-	memcpy(b->data, data, len);
-	e = g_new(struct extent, 1);
-	*e = (struct extent){.off = off, .len = len, .buf = b, .boff = 0, .flight = 0};
-	insert(m, e);
+		return 0;
+	/* All that may fail first: on ENOMEM nothing queued is touched. */
+	if (splits(m, off, end) && !(spare = extent_alloc()))
+		return -ENOMEM;
+	p = append_target(m, off, len, coalesce_max);
+	if (p && p->buf->size + len > p->buf->cap) {
+		grown_cap = MIN(MAX(p->buf->cap * 2, p->buf->size + len), EXT_BUF_GROW_MAX);
+		grown = data_alloc(&grown_cap);
+		if (!grown)
+			p = NULL; /* a buffer of len may still be had */
+	}
+	if (!p) {
+		b = buf_new(m, len, off);
+		e = b ? extent_alloc() : NULL;
+		if (!e) {
+			if (b)
+				buf_unref(m, b);
+			g_free(spare);
+			return -ENOMEM;
+		}
+	}
+	held = g_ptr_array_new();
+	gen = ++m->gen;
+	/* Bytes that replace older queued ones carry the older generation: the
+	 * place they fill must reach the medium for a wait on that one too. */
+	cut = punch(m, off, end, &spare, held); /* once: MIN() evaluates twice */
+	gen = MIN(gen, cut);
+	g_free(spare); /* not needed after all (cannot happen: splits() said so) */
+	if (p) {
+		append(m, p, data, len, grown, grown_cap, gen);
+	} else {
+		memcpy(b->data, data, len);
+		b->size = len;
+		b->hi = end;
+		*e = (struct extent){.off = off, .len = len, .buf = b, .boff = 0, .flight = 0,
+				     .gen = gen};
+		insert(m, e);
+	}
+	release_held(m, held);
+	return 0;
 }
 
 void extmap_truncate(struct extmap *m, off_t size)
 {
 	off_t end = extmap_end(m);
+	g_autoptr(GPtrArray) held = NULL;
 
-	if (end > size)
-		punch(m, size, end);
+	if (end <= size)
+		return;
+	/* Cutting the tail splits nothing: punch needs no spare. */
+	held = g_ptr_array_new();
+	punch(m, size, end, NULL, held);
+	release_held(m, held);
 }
 
 void extmap_overlay(const struct extmap *m, off_t off, char *buf, size_t len)
@@ -234,6 +487,40 @@ void extmap_overlay(const struct extmap *m, off_t off, char *buf, size_t len)
 
 		memcpy(buf + (s - off), e->buf->data + e->boff + (s - e->off), (size_t)(t - s));
 	}
+}
+
+struct oldest {
+	uint64_t gen;
+	off_t off;
+	bool queued_only;
+};
+
+static gboolean oldest_of(gpointer key, gpointer value, gpointer data)
+{
+	struct oldest *o = data;
+	const struct extent *e = value;
+
+	if (e->gen < o->gen && !(o->queued_only && e->flight)) {
+		o->gen = e->gen;
+		o->off = e->off;
+	}
+	return FALSE;
+}
+
+uint64_t extmap_oldest_gen(const struct extmap *m)
+{
+	struct oldest o = {.gen = UINT64_MAX};
+
+	g_tree_foreach(m->tree, oldest_of, &o);
+	return o.gen;
+}
+
+off_t extmap_oldest_off(const struct extmap *m)
+{
+	struct oldest o = {.gen = UINT64_MAX, .queued_only = true};
+
+	g_tree_foreach(m->tree, oldest_of, &o);
+	return o.off;
 }
 
 off_t extmap_end(const struct extmap *m)
@@ -278,10 +565,17 @@ size_t extmap_take(struct extmap *m, off_t from, size_t max, unsigned flight,
 		if (e->len > max - total) {
 			/* Split at the chunk limit; the tail stays queued. */
 			off_t cut = e->off + (off_t)(max - total);
-			struct extent *tail = piece(e, cut, e->off + (off_t)e->len);
-			e->len = (size_t)(cut - e->off);
-			m->bytes -= tail->len;
-			insert(m, tail);
+			struct extent *tail = extent_alloc();
+
+			if (tail) {
+				piece_into(tail, e, cut, e->off + (off_t)e->len);
+				set_len(m, e, (size_t)(cut - e->off));
+				insert(m, tail);
+			} else if (*niov > 0) {
+				break;
+			}
+			/* else without memory for the split the chunk takes the whole
+			 * extent: longer than asked, once, rather than none at all. */
 		}
 		if (*niov == 0)
 			*off = e->off;
@@ -319,7 +613,7 @@ uint64_t extmap_complete(struct extmap *m, unsigned flight, off_t off, size_t le
 		dropped += e->len;
 		remove_extent(m, e);
 	}
-	g_hash_table_remove(m->pinned, GUINT_TO_POINTER(flight));
+	unpin(m, flight);
 	return dropped;
 }
 
@@ -329,5 +623,181 @@ void extmap_abort(struct extmap *m, unsigned flight, off_t off, size_t len)
 
 	for (guint i = 0; i < hits->len; i++)
 		((struct extent *)hits->pdata[i])->flight = 0;
-	g_hash_table_remove(m->pinned, GUINT_TO_POINTER(flight));
+	unpin(m, flight);
+}
+
+/* ---- Lower blocks the queued data needs (struct ext_count) ---- */
+
+static uint64_t div_up(uint64_t x, uint64_t d)
+{
+	return x / d + (x % d != 0);
+}
+
+/* The extent holding pos or, if none does, the first one after it. */
+static const struct extent *extent_from(const struct extmap *m, off_t pos)
+{
+	GTreeNode *n = node_at_or_before(m, pos);
+	const struct extent *e;
+
+	if (!n)
+		return NULL;
+	e = g_tree_node_value(n);
+	if (e->off + (off_t)e->len > pos || e->off >= pos)
+		return e;
+	n = g_tree_node_next(n);
+	return n ? g_tree_node_value(n) : NULL;
+}
+
+/* One lookup per touched run of blocks, not per extent: many small extents
+ * inside one block cost a single step. */
+uint64_t extmap_blocks_in(const struct extmap *m, uint64_t first, uint64_t end, uint64_t bs)
+{
+	uint64_t count = 0, b = first;
+
+	while (b < end) {
+		const struct extent *e = extent_from(m, (off_t)(b * bs));
+		uint64_t s, t;
+
+		if (!e || (uint64_t)e->off / bs >= end)
+			break;
+		s = MAX((uint64_t)e->off / bs, b);
+		t = MIN(div_up((uint64_t)e->off + e->len, bs), end);
+		count += t - s;
+		b = t;
+	}
+	return count;
+}
+
+void extmap_count_reset(struct extmap *m, const uint64_t unit[EXT_COUNT_LEVELS], off_t allocated)
+{
+	struct ext_count *c = &m->count;
+
+	for (int l = 0; l < EXT_COUNT_LEVELS; l++) {
+		c->unit[l] = unit[l];
+		c->first[l] = unit[l] ? div_up((uint64_t)MAX(allocated, 0), unit[l]) : 0;
+		c->blocks[l] = unit[l] ? extmap_blocks_in(m, c->first[l], UINT64_MAX, unit[l]) : 0;
+	}
+	c->bytes = m->bytes;
+}
+
+/* Level l's block range [*b0, *b1) that [off, end) touches, past first. */
+static bool count_window(const struct ext_count *c, int l, off_t off, off_t end, uint64_t *b0,
+			 uint64_t *b1)
+{
+	uint64_t u = c->unit[l];
+
+	if (!u || end <= off)
+		return false;
+	*b0 = MAX((uint64_t)off / u, c->first[l]);
+	*b1 = div_up((uint64_t)end, u);
+	return *b0 < *b1;
+}
+
+void extmap_count_need(const struct extmap *m, off_t off, size_t len,
+		       uint64_t add[EXT_COUNT_LEVELS])
+{
+	const struct ext_count *c = &m->count;
+
+	for (int l = 0; l < EXT_COUNT_LEVELS; l++) {
+		uint64_t b0, b1;
+
+		add[l] = 0;
+		if (count_window(c, l, off, off + (off_t)len, &b0, &b1))
+			add[l] = (b1 - b0) - extmap_blocks_in(m, b0, b1, c->unit[l]);
+	}
+}
+
+/* The map changed from old_bytes: a count that was right stays right, a
+ * stale one stays stale. */
+static void count_follow(struct extmap *m, uint64_t old_bytes)
+{
+	m->count.bytes += m->bytes - old_bytes;
+}
+
+int extmap_write_counted(struct extmap *m, off_t off, const void *data, size_t len,
+			 size_t coalesce_max)
+{
+	uint64_t add[EXT_COUNT_LEVELS], old = m->bytes;
+	int r;
+
+	extmap_count_need(m, off, len, add);
+	r = extmap_write(m, off, data, len, coalesce_max);
+	if (r < 0)
+		return r;
+	for (int l = 0; l < EXT_COUNT_LEVELS; l++)
+		m->count.blocks[l] += add[l];
+	count_follow(m, old);
+	return 0;
+}
+
+static void count_drop(struct ext_count *c, int l, uint64_t before, uint64_t after)
+{
+	uint64_t gone = before > after ? before - after : 0;
+
+	c->blocks[l] -= MIN(c->blocks[l], gone);
+}
+
+void extmap_truncate_counted(struct extmap *m, off_t size)
+{
+	struct ext_count *c = &m->count;
+	uint64_t before[EXT_COUNT_LEVELS] = {0}, from[EXT_COUNT_LEVELS] = {0}, old = m->bytes;
+
+	for (int l = 0; l < EXT_COUNT_LEVELS; l++) {
+		if (!c->unit[l])
+			continue;
+		from[l] = MAX((uint64_t)MAX(size, 0) / c->unit[l], c->first[l]);
+		before[l] = extmap_blocks_in(m, from[l], UINT64_MAX, c->unit[l]);
+	}
+	extmap_truncate(m, size);
+	for (int l = 0; l < EXT_COUNT_LEVELS; l++) {
+		if (!c->unit[l])
+			continue;
+		count_drop(c, l, before[l], extmap_blocks_in(m, from[l], UINT64_MAX, c->unit[l]));
+		/* Nothing is queued past size any more, so this adds no block. */
+		c->first[l] = MIN(c->first[l], div_up((uint64_t)MAX(size, 0), c->unit[l]));
+	}
+	count_follow(m, old);
+}
+
+uint64_t extmap_complete_counted(struct extmap *m, unsigned flight, off_t off, size_t len)
+{
+	struct ext_count *c = &m->count;
+	uint64_t before[EXT_COUNT_LEVELS] = {0}, b0[EXT_COUNT_LEVELS], b1[EXT_COUNT_LEVELS];
+	uint64_t old = m->bytes, dropped;
+	bool w[EXT_COUNT_LEVELS];
+
+	for (int l = 0; l < EXT_COUNT_LEVELS; l++) {
+		w[l] = count_window(c, l, off, off + (off_t)len, &b0[l], &b1[l]);
+		if (w[l])
+			before[l] = extmap_blocks_in(m, b0[l], b1[l], c->unit[l]);
+	}
+	dropped = extmap_complete(m, flight, off, len);
+	for (int l = 0; l < EXT_COUNT_LEVELS; l++)
+		if (w[l])
+			count_drop(c, l, before[l], extmap_blocks_in(m, b0[l], b1[l], c->unit[l]));
+	count_follow(m, old);
+	return dropped;
+}
+
+bool extmap_run_from(const struct extmap *m, off_t pos, off_t *start, off_t *end)
+{
+	GTreeNode *n = node_at_or_before(m, pos);
+	const struct extent *e;
+
+	if (n && ((const struct extent *)g_tree_node_value(n))->off +
+			 (off_t)((const struct extent *)g_tree_node_value(n))->len <= pos)
+		n = g_tree_node_next(n);
+	if (!n)
+		return false;
+	e = g_tree_node_value(n);
+	*start = e->off;
+	*end = e->off + (off_t)e->len;
+	/* Adjacent extents are one run of data. */
+	for (n = g_tree_node_next(n); n; n = g_tree_node_next(n)) {
+		e = g_tree_node_value(n);
+		if (e->off != *end)
+			break;
+		*end += (off_t)e->len;
+	}
+	return true;
 }

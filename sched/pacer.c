@@ -16,8 +16,9 @@
  * rate= is a token bucket whose burst is one chunk. The read gate holds
  * flushers back while reads are in flight and for read_grace= after the last
  * one; after a metadata op only when it took long enough to have read the
- * medium. All functions take the time
- * as an argument; the caller (queue.c) holds its lock.
+ * medium. All functions take the time as an argument. The pacer's caller
+ * (flusher.c) holds the queue's lock; the read gate is lock-free (atomics),
+ * since every read, stat and lookup passes it and most of them are cached.
  */
 #include "pacer.h"
 
@@ -114,32 +115,53 @@ void readgate_init(struct readgate *g, unsigned grace_ms)
 	*g = (struct readgate){.grace_ns = (int64_t)grace_ms * NSEC_PER_MSEC};
 }
 
-void readgate_enter(struct readgate *g)
+bool readgate_enter(struct readgate *g)
 {
-	g->active++;
+	return __atomic_add_fetch(&g->active, 1, __ATOMIC_SEQ_CST) == 1;
 }
 
-void readgate_leave(struct readgate *g, int64_t now_ns)
+/* last_end_ns only moves forward, whoever stores last. */
+static void mark_end(struct readgate *g, int64_t now_ns)
 {
-	g->active--;
-	g->last_end_ns = now_ns;
+	int64_t seen = __atomic_load_n(&g->last_end_ns, __ATOMIC_RELAXED);
+
+	while (now_ns > seen && !__atomic_compare_exchange_n(&g->last_end_ns, &seen, now_ns, true,
+							     __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		;
 }
 
-void readgate_leave_meta(struct readgate *g, int64_t began_ns, int64_t now_ns)
+bool readgate_leave(struct readgate *g, int64_t now_ns)
 {
-	g->active--;
-	if (now_ns - began_ns >= META_MEDIUM_NS && now_ns > g->last_end_ns)
-		g->last_end_ns = now_ns;
+	mark_end(g, now_ns);
+	return __atomic_sub_fetch(&g->active, 1, __ATOMIC_SEQ_CST) == 0;
+}
+
+bool readgate_leave_timed(struct readgate *g, int64_t began_ns, int64_t now_ns)
+{
+	if (now_ns - began_ns >= META_MEDIUM_NS)
+		mark_end(g, now_ns);
+	return __atomic_sub_fetch(&g->active, 1, __ATOMIC_SEQ_CST) == 0;
+}
+
+bool readgate_active(const struct readgate *g)
+{
+	return __atomic_load_n(&g->active, __ATOMIC_SEQ_CST) != 0;
+}
+
+int64_t readgate_last_end_ns(const struct readgate *g)
+{
+	return __atomic_load_n(&g->last_end_ns, __ATOMIC_SEQ_CST);
 }
 
 int64_t readgate_wait_ns(const struct readgate *g, int64_t now_ns)
 {
-	int64_t until;
+	int64_t until, last;
 
-	if (g->active)
+	if (readgate_active(g))
 		return g->grace_ns > 0 ? g->grace_ns : NSEC_PER_MSEC;
-	if (!g->last_end_ns)
+	last = readgate_last_end_ns(g);
+	if (!last)
 		return 0;
-	until = g->last_end_ns + g->grace_ns;
+	until = last + g->grace_ns;
 	return until > now_ns ? until - now_ns : 0;
 }

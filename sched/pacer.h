@@ -29,21 +29,25 @@ int64_t pacer_delay_ns(const struct pacer *p, int64_t now_ns);
 /* A chunk of `bytes` ran from start_ns to end_ns; seeks as for pacer_chunk_bytes. */
 void pacer_done(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns, bool seeks);
 
+/* Lock-free: readers enter and leave without the queue's lock. */
 struct readgate {
-	unsigned active;     /* reads in flight */
-	int64_t last_end_ns; /* when the last read completed */
-	int64_t grace_ns;    /* read_grace= */
+	unsigned active;     /* reads in flight; atomic */
+	int64_t last_end_ns; /* when the last read that left grace completed; atomic */
+	int64_t grace_ns;    /* read_grace=; immutable */
 };
 
 void readgate_init(struct readgate *g, unsigned grace_ms);
-void readgate_enter(struct readgate *g);
-void readgate_leave(struct readgate *g, int64_t now_ns);
-/* Metadata ops that took at least this long went to the medium. */
+/* enter: true for the first read in flight; leave: true for the last. */
+bool readgate_enter(struct readgate *g);
+bool readgate_leave(struct readgate *g, int64_t now_ns);
+/* Reads and metadata ops that took at least this long went to the medium. */
 #define META_MEDIUM_NS (2 * NSEC_PER_MSEC)
-/* A metadata op that began at began_ns ended: grace after it only when it took
- * long enough to have read the medium (a path walk's next step or the data read
- * that follows is then likely to need the medium too). Cached ones, the many,
- * leave no grace. */
-void readgate_leave_meta(struct readgate *g, int64_t began_ns, int64_t now_ns);
+/* A read or metadata op that began at began_ns ended: grace after it only when
+ * it took long enough to have gone to the medium (a path walk's next step, or
+ * the next read of a sequential reader, is then likely to need the medium
+ * too). Cached ones, the many, moved no head and leave no grace. */
+bool readgate_leave_timed(struct readgate *g, int64_t began_ns, int64_t now_ns);
+bool readgate_active(const struct readgate *g);
+int64_t readgate_last_end_ns(const struct readgate *g);
 /* Nanoseconds flushers must still hold back (0: flush). */
 int64_t readgate_wait_ns(const struct readgate *g, int64_t now_ns);

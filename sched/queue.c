@@ -1,208 +1,129 @@
 /*
- * DESIGN: the write-behind queue and the paced flusher pool of one mount.
+ * DESIGN: the write-behind queue of one mount: per-file state, the wq_* API
+ * the op handlers call, backpressure and space. The flusher threads that
+ * empty it are in flusher.c, their decisions in policy.c, their syscalls in
+ * chunkio.c; the structures and the lock rules in queue_int.h.
  *
- * Data path. wq_write copies the caller's data into the file's extent map and
- * returns; the flushers write it to the lower file in chunks, each followed by
- * sync_file_range(WAIT_BEFORE|WRITE|WAIT_AFTER), so the kernel never holds more
- * than about one chunk of the medium's dirty data. Chunk size comes from the
- * pacer (bandwidth x latency=), a rate= token bucket spaces chunks, and the read
- * gate holds flushers back while reads are in flight and for read_grace= after.
+ * Data path. wq_write copies the caller's data into the file's extent map
+ * (extents.c) and returns; the flushers write it to the lower file in chunks,
+ * so the kernel never holds more than about one chunk of the medium's dirty
+ * data. A file with queued work is "dirty": it is on q->dirty, holds a dup of
+ * the first writer's fd (and an O_DIRECT one), and its owner (the inode) is
+ * held; once clean it holds no fd (wqf_clean).
  *
  * Per-file order. A file has at most one chunk in flight. A truncate clips the
  * queued extents at once and is recorded as (trunc_floor = lowest size since the
  * last flush, trunc_size = the last size); the flusher applies it before the
  * file's next chunk. Extents queued before a truncate all lie below it, so
  * applying the truncate first gives the same bytes as applying it in order.
- * Until it is applied, lower data at or beyond trunc_floor reads as zeros.
+ * Until it is applied, lower data at or beyond trunc_floor reads as zeros, also
+ * while the flusher applies it (trunc_flying). A file with a sticky error
+ * refuses truncates, as it refuses writes: a truncate that failed is never
+ * applied later.
+ *
+ * Backpressure. A write that finds no room (policy_room: queue= is full, or
+ * its file holds FILE_SHARE_PCT of it already) is parked: its data is copied,
+ * the FUSE worker returns, and one admitter thread queues parked writes in
+ * arrival order as room appears and answers them. So writers blocked by
+ * backpressure hold none of the worker threads that reads, stats and lookups
+ * need. Writes that must reach the medium before they return (O_SYNC on
+ * direct_io files) wait in their own thread, as fsync does.
+ *
+ * Errors are per file. A failed chunk stays queued and the file's error is
+ * sticky: its next write, truncate, flush-wait and close return it (a
+ * successful retry clears it). Failing files' data counts against others'
+ * room only up to FAIL_SHARE_PCT, and a wait for room ends early only on the
+ * waiter's own error: a writer never hears another file's error. Writes past
+ * the lower's size limit (chunk_max_size) get EFBIG at write() as on the
+ * lower, or a short write.
  *
  * Read-your-writes. wq_read reads the lower file without the lock, then lays
  * the queued extents over it under the lock. A chunk completing in between
  * would have left stale lower bytes uncovered, so each completion bumps
- * f->seq and the read retries when it changed.
+ * f->seq and the read retries when it changed. Reads and metadata ops pass
+ * the read gate (pacer.c) so the flushers hold back while they run.
  *
- * Space. Queued bytes are reserved against the lower free space (rounded to
- * blocks, plus indirect-block overhead). When a write does not fit, the queue
- * drains, free space is read again, and a write that still does not fit is
- * written through to the lower file so that ENOSPC (or a short write) reaches
- * the writer: acknowledged data is never lost to a full medium.
+ * Space. What the queued data will take on the lower is reserved against its
+ * free space: per file, the blocks (of the lower's allocation unit: its block,
+ * or the FAT cluster read from the boot sector, as fusefat reports 1 KiB) that
+ * its extents touch past the lower file's allocated prefix (one fstat and one
+ * FIEMAP when the file gets dirty), plus the indirect blocks of the ranges
+ * they touch; on FAT, which has no holes, every cluster from the allocated end
+ * to the queued size. The extent map keeps the counts as extents come and go
+ * (extmap_*_counted), so a write costs no syscall; a count a plain complete
+ * left too high is redone (recount_stale) before anything is refused. When a
+ * write does not fit, the queue drains, free space is read again, and a write
+ * that still does not fit is written through to the lower file so that ENOSPC
+ * (or a short write) reaches the writer: acknowledged data is never lost to a
+ * full medium. A write-through or fallocate holds what it may take (passing)
+ * until free space is read again after it; a fallocate that does not fit
+ * beside the queue gets ENOSPC.
  *
- * Errors. A failed chunk stays queued; the file's error is sticky, returned by
- * its next write, flush-wait and close, and the chunk is retried with backoff.
- * A successful retry clears it. At exit, data that still fails after
- * DRAIN_GIVEUP_FAILURES tries is reported in the log, path and bytes.
- *
- * Metadata. Chunks allocate blocks, so the lower filesystem dirties bitmaps,
- * indirect blocks and inodes; left to the kernel they are written ~30 s later,
- * at any moment, a burst of seeks in front of whatever read comes then. So the
- * flushers write them: first the dirty pages of the medium's block device
- * (where bitmaps and indirect blocks live), slice by slice with
- * sync_file_range, holding back for reads between slices, then a syncfs for
- * what is left (inodes, superblock), which is then short. Never started while
- * reads are in flight.
- *
- * Threads and locks. One mutex, q->lock, guards everything in struct wq and
- * struct wq_file except what is marked immutable. Op handler threads call the
- * wq_* functions; flusher threads run flusher_main. No I/O is done under the
- * lock, except the rare write-through at a full medium and the futimens that
- * restores a clean file's mtime. The hooks are called without the lock.
+ * Threads. Op handler threads call the wq_* functions; the admitter runs
+ * wq_admitter_main; the flushers run flusher_main (flusher.c). Under q->lock
+ * no call waits for the medium: the write-through, the flushers' chunks,
+ * truncates, statvfs and path lookups, the close and futimens of clean files
+ * and log lines all run with it dropped (wq_unlock_and_release does the last
+ * three). What is left under it is the fstat, dup and FIEMAP when a file
+ * becomes dirty (FIEMAP may read the file's block map from the medium: a
+ * known exception). The read gate takes no lock at all.
+ * The hooks are called as queue.h says.
  */
-#include "queue.h"
-#include "extents.h"
+#include "queue_int.h"
+#include "arb_client.h"
+#include "chunkio.h"
 #include "log.h"
-#include "pacer.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <limits.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
-#define FLUSH_IOV_MAX 64
-#define DIRECT_ALIGN 4096
-#define DFD_UNTRIED (-2)
-#define FD_HEADROOM 2048	 /* fds kept for everything but dirty files */
-#define DIRTY_FILES_MIN 16
-#define RETRY_MIN_NS (500 * NSEC_PER_MSEC)
-#define RETRY_MAX_NS (30 * NSEC_PER_SEC)
-/* Metadata (bitmaps, inode tables, indirect blocks) sits elsewhere on the
- * medium: each flush of it costs a few seeks (half a second on a DVD-RAM:
- * group descriptors, bitmaps, inode table and back), and the same blocks are
- * written again each time. So the interval grows with what a flush costs, to
- * keep it at about 1/SYNCFS_SHARE_DIV of the medium's time (at 1/40, a
- * DVD-RAM's writer lost 3% to it), within [MIN, MAX]. Reads do not wait for
- * a whole flush (it goes in slices), so it can be long; ext2
- * dirties a few blocks per second of flushing, so even 30 s stays well under
- * a megabyte, and the kernel would write it at 30 s anyway (dirty_expire). */
-#define SYNCFS_INTERVAL_MIN_NS (10 * NSEC_PER_SEC)
-#define SYNCFS_INTERVAL_MAX_NS (30 * NSEC_PER_SEC)
-#define SYNCFS_SHARE_DIV 100
-/* When the queue runs empty, the metadata is flushed once it has stayed
- * empty this long: a writer of many small files empties it again and again. */
-#define SYNCFS_IDLE_NS NSEC_PER_SEC
-/* The block device is swept in slices of at least this, and at most this many. */
-#define SWEEP_SLICE_MIN (64ull << 10)
-#define SWEEP_SLICES_MAX 65536
-#define IDLE_WAIT_NS NSEC_PER_SEC
-#define DRAIN_LOG_INTERVAL_NS (5 * NSEC_PER_SEC)
-#define DRAIN_GIVEUP_FAILURES 3
-#define READ_RETRIES 4
-#define META_BLOCKS_PER_FILE 3 /* inode, bitmap, indirect block */
-
-struct wq_file {
-	void *owner;	/* immutable */
-	int fd;		/* lower fd while dirty (a dup of the first writer's), else -1 */
-	int dfd;	/* O_DIRECT fd while dirty; DFD_UNTRIED, or -1 if refused */
-	struct extmap map;
-	off_t size;	  /* logical size; valid while dirty */
-	bool dirty;	  /* in q->dirty, owner held */
-	GList link;	  /* in q->dirty */
-	bool has_trunc;
-	off_t trunc_floor, trunc_size;
-	bool in_flight;
-	off_t cursor;	/* where the next chunk starts looking */
-	uint64_t seq;	/* bumped when queued data reaches the lower file */
-	int error;	/* sticky, -errno */
-	unsigned failures;	/* consecutive; reset by a success */
-	uint64_t fail_count;	/* all failures ever: lets fsync wait for one retry */
-	int64_t retry_at_ns;
-	unsigned urgent; /* fsync waiters: flush this file first */
-	bool times_set;	 /* restore times once clean */
-	struct timespec times[2];
-};
-
-struct wq {
-	pthread_mutex_t lock;
-	pthread_cond_t space; /* signalled when queued bytes drop */
-	pthread_cond_t work;  /* signalled when there is something to flush */
-	pthread_cond_t done;  /* broadcast when a chunk ends (ok or not) */
-	struct sched_opts opts; /* immutable copy (strings not owned) */
-	struct wq_hooks hooks;	/* immutable */
-	int root_fd;		/* immutable */
-	int sync_fd;		/* immutable: a readable fd of the lower root, for syncfs (-1: none) */
-	int bdev_fd;		/* immutable: the lower's block device (-1: none) */
-	uint64_t bdev_size;	/* immutable */
-	GQueue dirty;		/* files with work; the head flushes first */
-	uint64_t queued;	/* bytes in all extent maps */
-	uint64_t avail;		/* lower free bytes at the last statvfs */
-	uint64_t bsize;		/* lower block size */
-	struct pacer pacer;
-	struct readgate gate;
-	unsigned next_flight;
-	int64_t last_syncfs_ns;
-	int64_t syncfs_interval_ns; /* from the last syncfs's cost */
-	bool meta_dirty;	/* the medium was written since the last syncfs */
-	/* Where the last chunk left the head: the next one seeks unless it
-	 * continues it with nothing (read, syncfs, truncate) in between. */
-	const struct wq_file *last_file; /* only compared, never followed */
-	off_t last_end;
-	int64_t last_flush_end_ns; /* the end of the last chunk or truncate */
-	bool head_moved;
-	int syncfs_errno;	/* the last syncfs error logged (0: none) */
-	bool stopping;
-	pthread_t *threads;
-	unsigned nthreads;
-	GPtrArray *to_release; /* owners to release once the lock is dropped */
-	uint64_t flushed_bytes, chunks;
-	unsigned max_dirty; /* immutable: each dirty file holds up to two fds */
-};
-
-static int64_t now_ns(void)
+char *wq_fd_path(int fd)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
-}
-
-static void deadline_in(struct timespec *ts, int64_t ns)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ns += ts->tv_nsec;
-	ts->tv_sec += ns / NSEC_PER_SEC;
-	ts->tv_nsec = ns % NSEC_PER_SEC;
-}
-
-static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ns)
-{
-	struct timespec ts;
-
-	deadline_in(&ts, ns);
-	pthread_cond_timedwait(c, m, &ts);
-}
-
-static void cond_init_monotonic(pthread_cond_t *c)
-{
-	pthread_condattr_t a;
-
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &a);
-	pthread_condattr_destroy(&a);
-}
-
-static const char *file_path(const struct wq_file *f, char *buf, size_t size)
-{
-	char proc[32];
+	char proc[32], path[PATH_MAX];
 	ssize_t n;
 
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
-	n = readlink(proc, buf, size - 1);
-	if (n < 0)
-		return "(unknown path)";
-	buf[n] = '\0';
-	return buf;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	n = readlink(proc, path, sizeof(path) - 1);
+	if (n <= 0)
+		return NULL;
+	path[n] = '\0';
+	return g_strdup(path);
+}
+
+const char *wqf_path(const struct wq_file *f, char *buf, size_t size)
+{
+	g_autofree char *raw = wq_fd_path(f->fd);
+
+	/* A name is anybody's choice: a newline in it must not start a line. */
+	return sm_log_escape(raw ? raw : "(unknown path)", buf, size);
+}
+
+/* A sample taken unlocked may predate space that a write-through or a
+ * fallocate took meanwhile (and already dropped from q->passing): it may
+ * lower the figure, never raise it. Freed space is seen at the next
+ * wq_refresh_avail, which reserve_space does before it refuses anything. */
+void wq_note_statvfs(struct wq *q, const struct statvfs *sv)
+{
+	uint64_t bs = sv->f_frsize ? sv->f_frsize : sv->f_bsize;
+
+	q->bsize = bs;
+	q->avail = MIN(q->avail, (uint64_t)sv->f_bavail * bs);
 }
 
 /* Called with the lock held: refresh the free-space figure. */
-static void refresh_avail(struct wq *q)
+void wq_refresh_avail(struct wq *q)
 {
 	struct statvfs sv;
 
@@ -212,86 +133,218 @@ static void refresh_avail(struct wq *q)
 	}
 }
 
-/* Space the queue must keep free on the lower filesystem for `queued` bytes. */
-static uint64_t reservation(const struct wq *q, uint64_t queued, unsigned files)
-{
-	uint64_t bs = q->bsize ? q->bsize : 4096;
-	uint64_t data = (queued + bs - 1) / bs * bs;
-	/* ext2-style indirect blocks: one pointer (4 bytes) per data block. */
-	uint64_t meta = data / bs * 4 + (uint64_t)files * META_BLOCKS_PER_FILE * bs;
+/* ---- Space: what the queued data will take on the lower ---- */
 
-	return data + meta;
+#define DEFAULT_BLOCK_BYTES 4096
+#define BLOCK_PTR_BYTES 4	/* an ext2 indirect-block entry */
+#define EXTENT_ENTRY_BYTES 12	/* an ext4 extent-tree entry */
+#define FIEMAP_PROBE_EXTENTS 32 /* a file in more pieces counts as allocated up to them */
+#define STAT_BLOCK_BYTES 512	/* st_blocks unit */
+#define FAT_SECTOR_BYTES 512
+#define FAT_CLUSTER_MAX_BYTES (64u << 10)
+#ifndef MSDOS_SUPER_MAGIC
+#define MSDOS_SUPER_MAGIC 0x4d44
+#endif
+#ifndef EXFAT_SUPER_MAGIC
+#define EXFAT_SUPER_MAGIC 0x2011BAB0
+#endif
+#ifndef FUSE_SUPER_MAGIC
+#define FUSE_SUPER_MAGIC 0x65735546
+#endif
+
+static uint64_t div_up(uint64_t x, uint64_t d)
+{
+	return x / d + (x % d != 0);
 }
 
-static unsigned max_dirty_files(void)
+static bool pow2_in(uint64_t x, uint64_t lo, uint64_t hi)
 {
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
-		return 4096;
-	if (rl.rlim_cur < FD_HEADROOM + 4 * DIRTY_FILES_MIN)
-		return DIRTY_FILES_MIN;
-	return (unsigned)(rl.rlim_cur - FD_HEADROOM) / 4;
+	return x >= lo && x <= hi && (x & (x - 1)) == 0;
 }
 
-/* /dev/block/M:m where udev made it, else /dev/DEVNAME from sysfs; checked to
- * be that device. -1 when there is none. */
-static int open_dev_node(dev_t dev)
+/* The cluster size of a FAT or exFAT boot sector on the block device, 0 if it
+ * holds none. Needed because fusefat's statvfs says 1 KiB blocks whatever the
+ * cluster size is, and a cluster is what every file and every gap takes. */
+static uint64_t fat_cluster_bytes(int bdev_fd)
 {
-	char path[PATH_MAX], line[256];
+	unsigned char s[FAT_SECTOR_BYTES];
+	uint64_t sector, per;
+
+	if (bdev_fd < 0 || pread(bdev_fd, s, sizeof(s), 0) != (ssize_t)sizeof(s) ||
+	    s[510] != 0x55 || s[511] != 0xAA)
+		return 0;
+	if (memcmp(s + 3, "EXFAT   ", 8) == 0 && s[108] >= 9 && s[108] <= 12 && s[109] <= 25)
+		return 1ull << (s[108] + s[109]);
+	if (memcmp(s + 54, "FAT", 3) != 0 && memcmp(s + 82, "FAT", 3) != 0)
+		return 0;
+	sector = s[11] | (unsigned)s[12] << 8;
+	per = s[13];
+	if (!pow2_in(sector, 512, 4096) || !pow2_in(per, 1, 128))
+		return 0;
+	return sector * per;
+}
+
+/* A FUSE lower's allocation unit, when nothing says it (fusefat reports 1 KiB
+ * blocks and hides its device): free and total space are whole clusters, so
+ * the largest power of two dividing both is at least the cluster size, and
+ * usually it. Capped at the largest FAT cluster. Only ever too large. */
+static uint64_t fuse_unit_guess(int root_fd)
+{
+	struct statvfs sv;
+	uint64_t bs, unit = FAT_CLUSTER_MAX_BYTES;
+
+	if (fstatvfs(root_fd, &sv) < 0)
+		return 0;
+	bs = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+	if (sv.f_bavail)
+		unit = MIN(unit, ((uint64_t)sv.f_bavail * bs) & -((uint64_t)sv.f_bavail * bs));
+	if (sv.f_blocks)
+		unit = MIN(unit, ((uint64_t)sv.f_blocks * bs) & -((uint64_t)sv.f_blocks * bs));
+	return unit;
+}
+
+/* Called once from wq_new: the allocation unit and how the lower allocates. */
+static void space_init(struct wq *q)
+{
+	uint64_t cluster = fat_cluster_bytes(q->bdev_fd);
+	struct statfs sfs;
+	long type = fstatfs(q->root_fd, &sfs) == 0 ? (long)sfs.f_type : 0;
+
+	if (!cluster && type == FUSE_SUPER_MAGIC)
+		cluster = fuse_unit_guess(q->root_fd);
+
+	q->unit = MAX(q->bsize ? q->bsize : DEFAULT_BLOCK_BYTES, cluster);
+	/* FAT has no holes: a write past the end allocates the gap too. A FUSE
+	 * lower may be anything (fusefat, say): assumed the same, which only
+	 * ever reserves more. */
+	q->no_holes = cluster || type == MSDOS_SUPER_MAGIC || type == EXFAT_SUPER_MAGIC ||
+		      type == FUSE_SUPER_MAGIC;
+	q->levels[0] = q->unit;
+	if (!q->no_holes) {
+		/* The ranges one indirect and one double-indirect block map. */
+		q->levels[1] = q->unit * (q->unit / BLOCK_PTR_BYTES);
+		q->levels[2] = q->levels[1] * (q->unit / BLOCK_PTR_BYTES);
+	}
+	wq_dbg(q, "space: allocation unit %" G_GUINT64_FORMAT " bytes%s", q->unit,
+	       q->no_holes ? ", no holes" : "");
+}
+
+/* The end of the allocated prefix of a file with holes, from one FIEMAP. */
+static off_t fiemap_prefix(int fd)
+{
+	uint64_t buf[(sizeof(struct fiemap) +
+		      FIEMAP_PROBE_EXTENTS * sizeof(struct fiemap_extent)) / sizeof(uint64_t) + 1];
+	struct fiemap *fm = (struct fiemap *)buf;
+	uint64_t end = 0;
+
+	memset(buf, 0, sizeof(buf));
+	fm->fm_length = FIEMAP_MAX_OFFSET;
+	fm->fm_extent_count = FIEMAP_PROBE_EXTENTS;
+	if (ioctl(fd, FS_IOC_FIEMAP, fm) < 0)
+		return 0; /* cannot tell: nothing counts as allocated */
+	for (unsigned i = 0; i < fm->fm_mapped_extents; i++) {
+		const struct fiemap_extent *fe = &fm->fm_extents[i];
+		if (fe->fe_logical > end)
+			break; /* a hole */
+		end = MAX(end, fe->fe_logical + fe->fe_length);
+	}
+	return (off_t)MIN(end, (uint64_t)INT64_MAX);
+}
+
+/* Bytes from 0 of the lower file that need no new block when written. */
+static off_t lower_allocated(const struct wq *q, int fd, const struct stat *st)
+{
+	if (!q->no_holes)
+		return fiemap_prefix(fd);
+	/* No holes on FAT; on an unknown FUSE lower, only if the blocks agree. */
+	return (uint64_t)st->st_blocks * STAT_BLOCK_BYTES >= (uint64_t)st->st_size ? st->st_size : 0;
+}
+
+/* Called with the lock held: start f's count afresh from the lower file (an
+ * fstat and a FIEMAP: only when f gets dirty, and on the slow path). */
+static void file_probe(struct wq *q, struct wq_file *f, int fd)
+{
 	struct stat st;
-	FILE *f;
-	int fd;
+	off_t alloc = 0;
 
-	snprintf(path, sizeof(path), "/dev/block/%u:%u", major(dev), minor(dev));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/uevent", major(dev), minor(dev));
-		f = fopen(path, "re");
-		if (!f)
-			return -1;
-		path[0] = '\0';
-		while (fgets(line, sizeof(line), f))
-			if (!strncmp(line, "DEVNAME=", 8)) {
-				line[strcspn(line, "\n")] = '\0';
-				snprintf(path, sizeof(path), "/dev/%s", line + 8);
-			}
-		fclose(f);
-		fd = path[0] ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (fstat(fd, &st) == 0) {
+		alloc = lower_allocated(q, fd, &st);
+		if (!f->dirty)
+			f->size = st.st_size;
 	}
-	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISBLK(st.st_mode) || st.st_rdev != dev)) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
+	/* Blocks past a queued truncate are freed before the data lands. */
+	if (f->has_trunc)
+		alloc = MIN(alloc, f->trunc_floor);
+	if (f->trunc_flying)
+		alloc = MIN(alloc, f->flying_floor);
+	extmap_count_reset(&f->map, q->levels, alloc);
 }
 
-/* The block device the lower filesystem lives on, when there is one we may
- * open: its page cache holds the filesystem's dirty metadata. */
-static int open_bdev(int root_fd, uint64_t *size)
+/* Units a file needs: its count plus add[] more blocks, at logical size size. */
+static uint64_t need_of(const struct wq *q, const struct ext_count *c,
+			const uint64_t add[EXT_COUNT_LEVELS], off_t size)
 {
-	struct stat st;
-	off_t end;
-	int fd;
+	uint64_t data, meta;
 
-	if (fstat(root_fd, &st) < 0 || major(st.st_dev) == 0)
-		return -1; /* tmpfs, FUSE, NFS...: no block device */
-	fd = open_dev_node(st.st_dev);
-	if (fd < 0) {
-		sm_dbg("no block device node for %u:%u: metadata is flushed by syncfs alone",
-		       major(st.st_dev), minor(st.st_dev));
-		return -1;
+	if (q->no_holes) {
+		uint64_t end = div_up((uint64_t)MAX(size, 0), q->unit);
+		data = end > c->first[0] ? end - c->first[0] : 0;
+		meta = div_up(data * BLOCK_PTR_BYTES, q->unit);
+	} else {
+		data = c->blocks[0] + add[0];
+		/* Indirect and double-indirect blocks (ext2), or extent-tree
+		 * leaves (ext4): whichever the lower uses, both are covered. */
+		meta = c->blocks[1] + add[1] + c->blocks[2] + add[2] +
+		       div_up(data * EXTENT_ENTRY_BYTES, q->unit);
 	}
-	end = lseek(fd, 0, SEEK_END);
-	if (end <= 0) {
-		close(fd);
-		return -1;
-	}
-	*size = (uint64_t)end;
-	return fd;
+	return data ? data + meta + META_BLOCKS_PER_FILE : 0;
 }
 
-struct wq *wq_new(const struct sched_opts *opts, int root_fd, const struct wq_hooks *hooks)
+/* Called with the lock held after f's queued state changed. */
+static void account(struct wq *q, struct wq_file *f)
+{
+	static const uint64_t none[EXT_COUNT_LEVELS];
+
+	q->need -= f->need;
+	f->need = f->dirty ? need_of(q, &f->map.count, none, f->size) : 0;
+	q->need += f->need;
+}
+
+/* Called with the lock held: what f would need once [off, off+len) is queued. */
+static uint64_t need_with_write(const struct wq *q, const struct wq_file *f, off_t off, size_t len)
+{
+	uint64_t add[EXT_COUNT_LEVELS];
+
+	extmap_count_need(&f->map, off, len, add);
+	return need_of(q, &f->map.count, add, MAX(f->size, off + (off_t)len));
+}
+
+/* Called with the lock held: count again what a plain extmap_complete left
+ * too high, re-probe those files, then read free space (after the probes:
+ * a block allocated in between is counted twice, never not at all). */
+static void recount_stale(struct wq *q)
+{
+	for (GList *l = q->dirty.head; l; l = l->next) {
+		struct wq_file *f = l->data;
+		if (extmap_count_stale(&f->map)) {
+			file_probe(q, f, f->fd);
+			account(q, f);
+		}
+	}
+	wq_refresh_avail(q);
+}
+
+/* Called with the lock held: whether the queue's need, with f needing mine
+ * units instead of what it needs now, fits the free space. */
+static bool fits(const struct wq *q, const struct wq_file *f, uint64_t mine, bool alone)
+{
+	uint64_t others = alone ? 0 : q->need - f->need;
+
+	return (others + mine) * q->unit + q->passing <= q->avail;
+}
+
+struct wq *wq_new(const struct sched_opts *opts, int root_fd, const struct wq_hooks *hooks,
+		  unsigned max_dirty)
 {
 	struct wq *q = g_new0(struct wq, 1);
 
@@ -299,60 +352,139 @@ struct wq *wq_new(const struct sched_opts *opts, int root_fd, const struct wq_ho
 	cond_init_monotonic(&q->space);
 	cond_init_monotonic(&q->work);
 	cond_init_monotonic(&q->done);
+	pthread_cond_init(&q->admit, NULL);
 	q->opts = *opts;
 	q->hooks = *hooks;
 	q->root_fd = root_fd;
-	q->syncfs_interval_ns = SYNCFS_INTERVAL_MIN_NS;
+	policy_meta_init(&q->meta);
 	/* syncfs needs a real open file: an O_PATH fd gets EBADF. */
 	q->sync_fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (q->sync_fd < 0)
 		sm_err("cannot open the lower root for syncfs (%s): the medium's metadata "
 		       "is left to the kernel's writeback", g_strerror(errno));
-	q->bdev_fd = open_bdev(root_fd, &q->bdev_size);
+	q->bdev_fd = chunk_open_bdev(root_fd, &q->bdev_size);
 	g_queue_init(&q->dirty);
 	pacer_init(&q->pacer, opts->rate_bps, opts->latency_ms);
 	readgate_init(&q->gate, opts->read_grace_ms);
 	q->to_release = g_ptr_array_new();
-	q->max_dirty = max_dirty_files();
-	refresh_avail(q);
+	q->to_close = g_array_new(FALSE, FALSE, sizeof(struct closing));
+	q->to_log = g_ptr_array_new();
+	g_queue_init(&q->parked);
+	risk_init(&q->risk);
+	q->max_dirty = MAX(max_dirty, DIRTY_FILES_MIN);
+	wq_refresh_avail(q);
+	space_init(q);
 	return q;
 }
 
 /* Called with the lock held when f has nothing left to do. */
-static void file_clean(struct wq *q, struct wq_file *f)
+void wqf_clean(struct wq *q, struct wq_file *f)
 {
 	if (!f->dirty || f->in_flight || f->has_trunc || !extmap_empty(&f->map))
 		return;
+	struct closing c = {.f = f, .fd = f->fd, .dfd = f->dfd, .times_set = f->times_set};
+
+	/* Writes reached the medium later than they were made: their times are
+	 * restored, through the fd, before it is closed (both unlocked). Until
+	 * then the lower shows the writes' times: restoring makes a stat or a
+	 * utimens wait (the owner, held until after, keeps f alive). */
 	if (f->times_set) {
-		/* Writes reached the medium later than they were made: keep their times. */
-		if (futimens(f->fd, f->times) < 0)
-			sm_warn("cannot restore times of %s: %s",
-				file_path(f, (char[256]){0}, 256), g_strerror(errno));
-		f->times_set = false;
+		memcpy(c.times, f->times, sizeof(c.times));
+		f->restoring = true;
 	}
+	f->times_set = false;
 	g_queue_unlink(&q->dirty, &f->link);
 	f->link.data = NULL;
-	f->dirty = false;
+	__atomic_store_n(&f->dirty, false, __ATOMIC_RELEASE);
+	account(q, f);
 	/* A clean file holds no fds: a burst of small files must not exhaust them. */
-	if (f->dfd >= 0)
-		close(f->dfd);
-	close(f->fd);
+	g_array_append_val(q->to_close, c);
 	f->fd = -1;
-	f->dfd = DFD_UNTRIED;
+	f->dfd = CHUNK_DFD_UNTRIED;
 	g_ptr_array_add(q->to_release, f->owner);
 	pthread_cond_broadcast(&q->space);
 }
 
-/* Drop the lock and run the release hooks it collected. */
-static void unlock_and_release(struct wq *q)
+static bool restored_any(const GArray *fds)
+{
+	for (guint i = 0; i < fds->len; i++)
+		if (g_array_index(fds, struct closing, i).times_set)
+			return true;
+	return false;
+}
+
+/* Called with the lock held: wait while f's times are being put back. */
+static void wait_restored(struct wq *q, const struct wq_file *f)
+{
+	while (f->restoring)
+		timed_wait(&q->done, &q->lock, IDLE_WAIT_NS);
+}
+
+/* Restore a clean file's times and close its fds (unlocked). */
+static void close_clean(const struct closing *c)
+{
+	if (c->times_set && futimens(c->fd, c->times) < 0) {
+		int saved = errno;
+		g_autofree char *path = wq_fd_path(c->fd);
+		char esc[512];
+
+		sm_warn("cannot restore times of %s: %s",
+			sm_log_escape(path ? path : "(unknown path)", esc, sizeof(esc)),
+			g_strerror(saved));
+	}
+	if (c->dfd >= 0)
+		close(c->dfd);
+	close(c->fd);
+}
+
+void wq_log(struct wq *q, int prio, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	g_ptr_array_add(q->to_log, GINT_TO_POINTER(prio));
+	g_ptr_array_add(q->to_log, g_strdup_vprintf(fmt, ap));
+	va_end(ap);
+}
+
+void wq_unlock_and_release(struct wq *q)
 {
 	g_autoptr(GPtrArray) owners = NULL;
+	g_autoptr(GPtrArray) lines = NULL;
+	g_autoptr(GArray) fds = NULL;
 
 	if (q->to_release->len) {
 		owners = q->to_release;
 		q->to_release = g_ptr_array_new();
 	}
+	if (q->to_close->len) {
+		fds = q->to_close;
+		q->to_close = g_array_new(FALSE, FALSE, sizeof(struct closing));
+	}
+	if (q->to_log->len) {
+		lines = q->to_log;
+		q->to_log = g_ptr_array_new();
+	}
 	pthread_mutex_unlock(&q->lock);
+	for (guint i = 0; fds && i < fds->len; i++)
+		close_clean(&g_array_index(fds, struct closing, i));
+	if (fds && restored_any(fds)) {
+		pthread_mutex_lock(&q->lock);
+		for (guint i = 0; i < fds->len; i++) {
+			struct closing *c = &g_array_index(fds, struct closing, i);
+			if (c->times_set) {
+				c->f->restoring = false;
+				c->f->seq++; /* a stat taken before sees it changed */
+			}
+		}
+		pthread_cond_broadcast(&q->done);
+		pthread_mutex_unlock(&q->lock);
+	}
+	for (guint i = 0; lines && i + 1 < lines->len; i += 2) {
+		sm_log(GPOINTER_TO_INT(lines->pdata[i]), "%s", (char *)lines->pdata[i + 1]);
+		g_free(lines->pdata[i + 1]);
+	}
+	/* Last: a release may free the owner, and with it the wq_file. */
 	for (guint i = 0; owners && i < owners->len; i++)
 		q->hooks.release(q->hooks.ctx, owners->pdata[i]);
 }
@@ -371,25 +503,11 @@ static int file_make_dirty(struct wq *q, struct wq_file *f, int fd)
 	if (f->fd < 0)
 		return -errno;
 	f->size = st.st_size;
-	f->dirty = true;
+	__atomic_store_n(&f->dirty, true, __ATOMIC_RELEASE);
 	f->link.data = f;
 	g_queue_push_tail_link(&q->dirty, &f->link);
 	q->hooks.hold(q->hooks.ctx, f->owner);
 	return 0;
-}
-
-/*
- * A second, O_DIRECT open of the file: the aligned middle of each chunk goes
- * through it, so no page cache pages of the medium are dirty or under
- * writeback for long. A global sync(2) waits on every page under writeback of
- * a filesystem and would chase a buffered flusher to the end of its file.
- */
-static int open_direct(int fd)
-{
-	char proc[32];
-
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	return open(proc, O_WRONLY | O_DIRECT | O_CLOEXEC);
 }
 
 struct wq_file *wq_file_attach(struct wq *q, struct wq_file **slot, void *owner)
@@ -402,8 +520,8 @@ struct wq_file *wq_file_attach(struct wq *q, struct wq_file **slot, void *owner)
 		f = g_new0(struct wq_file, 1);
 		f->owner = owner;
 		f->fd = -1;
-		f->dfd = DFD_UNTRIED;
-		extmap_init(&f->map);
+		f->dfd = CHUNK_DFD_UNTRIED;
+		extmap_init(&f->map, &q->mem);
 		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&q->lock);
@@ -439,7 +557,7 @@ static int queue_stuck(const struct wq *q)
 
 /* Called with the lock held: wait until nothing is queued (0) or everything
  * left is failing (that error). */
-static int wait_all_flushed(struct wq *q)
+int wq_wait_all_flushed(struct wq *q)
 {
 	while (!g_queue_is_empty(&q->dirty)) {
 		int err = queue_stuck(q);
@@ -452,38 +570,82 @@ static int wait_all_flushed(struct wq *q)
 }
 
 /* Called with the lock held. Returns 0 when the write may be queued, 1 when it
- * must be written through (the medium is nearly full), or -errno. */
-static int reserve_space(struct wq *q, struct wq_file *f, size_t len)
+ * must be written through (the medium is nearly full), or -errno: f's own
+ * error only, never another file's. fd is the writer's. */
+static int reserve_space(struct wq *q, struct wq_file *f, int fd, off_t off, size_t len)
 {
-	unsigned files = q->dirty.length + (f->dirty ? 0 : 1);
-	int r;
+	uint64_t mine = need_with_write(q, f, off, len);
 
-	if (reservation(q, q->queued + len, files) <= q->avail)
+	/* A write over blocks already counted (or allocated) takes nothing more. */
+	if (mine <= f->need || fits(q, f, mine, false))
 		return 0;
-	refresh_avail(q);
-	if (reservation(q, q->queued + len, files) <= q->avail)
+	recount_stale(q);
+	mine = need_with_write(q, f, off, len);
+	if (fits(q, f, mine, false))
 		return 0;
-	sm_dbg("free space low: draining before queuing %zu bytes", len);
-	r = wait_all_flushed(q);
-	refresh_avail(q);
-	if (r < 0)
-		return f->error ? f->error : r;
-	if (reservation(q, len, 1) <= q->avail)
-		return 0;
-	return 1;
+	wq_dbg(q, "free space low: draining before queuing %zu bytes", len);
+	wq_wait_all_flushed(q); /* other files failing does not fail this one */
+	if (f->error)
+		return f->error;
+	if (!f->dirty)
+		file_probe(q, f, fd); /* it was flushed meanwhile */
+	recount_stale(q);
+	return fits(q, f, need_with_write(q, f, off, len), true) ? 0 : 1;
 }
 
-/* Called with the lock held: block while the queue is full (backpressure). */
+/* Called with the lock held: memory held by files whose data fails. */
+static uint64_t failing_bytes(const struct wq *q)
+{
+	uint64_t failing = 0;
+
+	for (GList *l = q->dirty.head; l; l = l->next) {
+		const struct wq_file *g = l->data;
+		if (g->error)
+			failing += g->map.mem;
+	}
+	return failing;
+}
+
+/* Called with the lock held: whether len more bytes of f fit in the queue now. */
+static bool room_for(const struct wq *q, const struct wq_file *f, size_t len)
+{
+	uint64_t cap = q->opts.queue_bytes;
+
+	if (!f->dirty && q->dirty.length >= q->max_dirty)
+		return false;
+	/* queue= bounds memory, not data bytes (extents.h: extmap_write_cost).
+	 * Only a full queue needs the walk over the files. */
+	size_t cost = extmap_write_cost(len);
+
+	return policy_room(cap, q->mem, q->mem + cost > cap ? failing_bytes(q) : 0,
+			   f->map.mem, cost);
+}
+
+/* Called with the lock held: block while the queue is full (backpressure).
+ * Only f's own error ends the wait early. */
 static int wait_for_room(struct wq *q, struct wq_file *f, size_t len)
 {
-	while ((q->queued && q->queued + len > q->opts.queue_bytes) ||
-	       (!f->dirty && q->dirty.length >= q->max_dirty)) {
-		int err = f->error ? f->error : queue_stuck(q);
-		if (err)
-			return err;
+	q->room_waiters++;
+	while (!f->error && !q->closing && !room_for(q, f, len))
 		timed_wait(&q->space, &q->lock, IDLE_WAIT_NS);
-	}
+	q->room_waiters--;
+	if (q->closing && !f->error && !room_for(q, f, len))
+		return -EIO;
 	return f->error;
+}
+
+/* Called with the lock held: refuse or shorten a write the lower file could
+ * never take, as the lower's own write() would: EFBIG at or past its limit, a
+ * short write across it. */
+static int clip_to_max_size(struct wq_file *f, int fd, off_t off, size_t *len)
+{
+	if (!f->max_size)
+		f->max_size = chunk_max_size(fd);
+	if (off >= f->max_size)
+		return -EFBIG;
+	if ((uint64_t)*len > (uint64_t)(f->max_size - off))
+		*len = (size_t)(f->max_size - off);
+	return 0;
 }
 
 static void now_realtime(struct timespec *ts)
@@ -501,8 +663,66 @@ static void touch_mtime(struct wq_file *f)
 	f->times_set = true;
 }
 
+/* Called with the lock held: queue the write, waiting for room if need be. */
+static ssize_t queue_write(struct wq *q, struct wq_file *f, int fd, const void *data,
+			   size_t len, off_t off)
+{
+	ssize_t r = wait_for_room(q, f, len);
+	uint64_t take;
+
+	if (r < 0)
+		return r;
+	if (!f->dirty)
+		file_probe(q, f, fd);
+	r = reserve_space(q, f, fd, off, len);
+	if (r < 0)
+		return r;
+	if (r == 1 && !f->dirty) {
+		/* Nearly full medium, file clean: the writer gets the medium's answer.
+		 * Not under the lock: it may take as long as the medium wants; what
+		 * it may take stays reserved (passing) until free space is read again. */
+		take = need_with_write(q, f, off, len) * q->unit;
+		q->passing += take;
+		pthread_mutex_unlock(&q->lock);
+		r = pwrite(fd, data, len, off);
+		r = r < 0 ? -errno : r;
+		pthread_mutex_lock(&q->lock);
+		wq_refresh_avail(q);
+		q->passing -= take;
+		return r;
+	}
+	r = file_make_dirty(q, f, fd);
+	if (r < 0)
+		return r;
+	q->queued -= f->map.bytes;
+	r = extmap_write_counted(&f->map, off, data, len, CHUNK_MAX_BYTES);
+	q->queued += f->map.bytes;
+	if (r < 0) {
+		wqf_clean(q, f); /* no memory: made dirty for nothing, if it was */
+		return r;
+	}
+	if (off + (off_t)len > f->size)
+		f->size = off + (off_t)len;
+	account(q, f);
+	touch_mtime(f);
+	pthread_cond_signal(&q->work);
+	return (ssize_t)len;
+}
+
+/* Called with the lock held: hand the write to the admitter (data copied). */
+static void park_write(struct wq *q, struct wq_file *f, int fd, const void *data, size_t len,
+		       off_t off, wq_write_done_fn done, void *ctx)
+{
+	struct parked_write *p = g_new(struct parked_write, 1);
+
+	*p = (struct parked_write){.f = f, .fd = fd, .data = g_memdup2(data, len), .len = len,
+				   .off = off, .done = done, .ctx = ctx};
+	g_queue_push_tail(&q->parked, p);
+	pthread_cond_signal(&q->admit);
+}
+
 ssize_t wq_write(struct wq *q, struct wq_file *f, int fd, const void *data, size_t len,
-		 off_t off)
+		 off_t off, wq_write_done_fn done, void *ctx)
 {
 	ssize_t r;
 
@@ -510,62 +730,96 @@ ssize_t wq_write(struct wq *q, struct wq_file *f, int fd, const void *data, size
 	r = f->error;
 	if (r < 0)
 		goto out;
-	r = wait_for_room(q, f, len);
+	r = clip_to_max_size(f, fd, off, &len);
 	if (r < 0)
 		goto out;
-	r = reserve_space(q, f, len);
-	if (r < 0)
-		goto out;
-	if (r == 1 && !f->dirty) {
-		/* Nearly full medium, file clean: the writer gets the medium's answer. */
-		r = pwrite(fd, data, len, off);
-		r = r < 0 ? -errno : r;
+	/* Behind writes already waiting, or without room: wait in the admitter,
+	 * not in this thread, which reads and lookups may need. */
+	if (done && (!g_queue_is_empty(&q->parked) || !room_for(q, f, len))) {
+		park_write(q, f, fd, data, len, off, done, ctx);
+		r = WQ_PARKED;
 		goto out;
 	}
-	r = file_make_dirty(q, f, fd);
-	if (r < 0)
-		goto out;
-	q->queued -= f->map.bytes;
-	extmap_write(&f->map, off, data, len, CHUNK_MAX_BYTES);
-	q->queued += f->map.bytes;
-	if (off + (off_t)len > f->size)
-		f->size = off + (off_t)len;
-	touch_mtime(f);
-	pthread_cond_signal(&q->work);
-	r = (ssize_t)len;
+	r = queue_write(q, f, fd, data, len, off);
 out:
 	pthread_mutex_unlock(&q->lock);
 	return r;
 }
 
-void wq_read_begin(struct wq *q)
+/* One thread waits for room on behalf of every parked write, oldest first,
+ * so writers blocked by backpressure hold none of the FUSE worker threads. */
+void *wq_admitter_main(void *arg)
 {
+	struct wq *q = arg;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	pthread_mutex_lock(&q->lock);
-	readgate_enter(&q->gate);
+	for (;;) {
+		struct parked_write *p = g_queue_pop_head(&q->parked);
+		ssize_t r;
+
+		if (!p) {
+			if (q->closing)
+				break;
+			pthread_cond_wait(&q->admit, &q->lock);
+			continue;
+		}
+		q->admitting = true;
+		if (q->closing)
+			r = -EIO; /* the mount is gone: nobody hears it */
+		else if (p->f->error)
+			r = p->f->error;
+		else
+			r = queue_write(q, p->f, p->fd, p->data, p->len, p->off);
+		pthread_mutex_unlock(&q->lock);
+		p->done(p->ctx, r);
+		g_free(p->data);
+		g_free(p);
+		pthread_mutex_lock(&q->lock);
+		q->admitting = false;
+		pthread_cond_broadcast(&q->done);
+	}
 	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+/* A read ended: wake a flusher that waits only for reads to end, when no
+ * grace follows. Without the lock in the common case (nobody waits). */
+static void gate_left(struct wq *q, int64_t now)
+{
+	if (!__atomic_load_n(&q->gate_waiters, __ATOMIC_SEQ_CST) || readgate_wait_ns(&q->gate, now))
+		return;
+	pthread_mutex_lock(&q->lock);
+	pthread_cond_broadcast(&q->work);
+	pthread_mutex_unlock(&q->lock);
+}
+
+int64_t wq_read_begin(struct wq *q)
+{
+	if (readgate_enter(&q->gate))
+		arb_reads_changed(q);
+	return now_ns();
+}
+
+void wq_read_end(struct wq *q, int64_t began_ns)
+{
+	int64_t now = now_ns();
+
+	if (readgate_leave_timed(&q->gate, began_ns, now))
+		arb_reads_changed(q);
+	gate_left(q, now);
 }
 
 int64_t wq_meta_begin(struct wq *q)
 {
-	wq_read_begin(q);
-	return now_ns();
+	return wq_read_begin(q);
 }
 
 void wq_meta_end(struct wq *q, int64_t began_ns)
 {
-	int64_t now = now_ns();
-
-	pthread_mutex_lock(&q->lock);
-	readgate_leave_meta(&q->gate, began_ns, now);
-	pthread_mutex_unlock(&q->lock);
-}
-
-void wq_read_end(struct wq *q)
-{
-	pthread_mutex_lock(&q->lock);
-	readgate_leave(&q->gate, now_ns());
-	pthread_mutex_unlock(&q->lock);
-	/* A flusher waiting for the gate re-checks on its own timer. */
+	wq_read_end(q, began_ns);
 }
 
 /* Called with the lock held: lay f's queued state over n bytes read from lower. */
@@ -576,8 +830,11 @@ static ssize_t overlay(struct wq_file *f, char *buf, size_t len, off_t off, ssiz
 	if (off >= f->size)
 		return 0;
 	want = MIN(len, (size_t)(f->size - off));
+	/* Lower bytes past a truncate that is pending or being applied are gone. */
 	if (f->has_trunc && off + n > f->trunc_floor)
-		n = MAX(0, f->trunc_floor - off); /* lower bytes past a pending truncate are gone */
+		n = MAX(0, f->trunc_floor - off);
+	if (f->trunc_flying && off + n > f->flying_floor)
+		n = MAX(0, f->flying_floor - off);
 	if ((size_t)n < want)
 		memset(buf + n, 0, want - (size_t)n);
 	extmap_overlay(&f->map, off, buf, want);
@@ -586,30 +843,45 @@ static ssize_t overlay(struct wq_file *f, char *buf, size_t len, off_t off, ssiz
 
 ssize_t wq_read(struct wq *q, struct wq_file *f, int fd, char *buf, size_t len, off_t off)
 {
+	int64_t began = now_ns(), now;
+	bool pinned = false;
 	ssize_t n = 0;
 	uint64_t seq;
 
 	pthread_mutex_lock(&q->lock);
-	readgate_enter(&q->gate);
+	if (readgate_enter(&q->gate))
+		arb_reads_changed(q);
 	for (int tries = 0;; tries++) {
-		bool dirty = f && f->dirty;
+		bool dirty;
+		if (f && tries == READ_RETRIES) {
+			/* Chunks keep landing under us: hold this file's flushing
+			 * back for one read (not the lock: the read may be slow). */
+			f->read_pins++;
+			pinned = true;
+			while (f->in_flight)
+				timed_wait(&q->done, &q->lock, IDLE_WAIT_NS);
+		}
+		dirty = f && f->dirty;
 		seq = f ? f->seq : 0;
-		if (tries < READ_RETRIES)
-			pthread_mutex_unlock(&q->lock);
+		pthread_mutex_unlock(&q->lock);
 		n = pread(fd, buf, len, off);
 		n = n < 0 ? -errno : n;
-		if (tries < READ_RETRIES)
-			pthread_mutex_lock(&q->lock);
+		pthread_mutex_lock(&q->lock);
 		if (n < 0)
 			break;
-		if (f && f->seq != seq)
+		if (f && f->seq != seq && !pinned)
 			continue; /* a chunk landed while we read: read again */
 		if (dirty || (f && f->dirty))
 			n = overlay(f, buf, len, off, n);
 		break;
 	}
-	readgate_leave(&q->gate, now_ns());
+	if (pinned && --f->read_pins == 0)
+		pthread_cond_broadcast(&q->work);
 	pthread_mutex_unlock(&q->lock);
+	now = now_ns();
+	if (readgate_leave_timed(&q->gate, began, now))
+		arb_reads_changed(q);
+	gate_left(q, now);
 	return n;
 }
 
@@ -623,26 +895,36 @@ int wq_truncate(struct wq *q, struct wq_file *f, off_t size)
 		pthread_mutex_unlock(&q->lock);
 		return 1;
 	}
+	if (f->error) {
+		/* Refused, like a write: a truncate reported failed must not be
+		 * applied later, when the file's data does land. */
+		r = f->error;
+		pthread_mutex_unlock(&q->lock);
+		return r;
+	}
 	q->queued -= f->map.bytes;
-	extmap_truncate(&f->map, size);
+	extmap_truncate_counted(&f->map, size);
 	q->queued += f->map.bytes;
 	if (!f->has_trunc || size < f->trunc_floor)
 		f->trunc_floor = MIN(size, f->size);
+	if (!f->has_trunc)
+		f->trunc_gen = extmap_next_gen(&f->map);
 	f->has_trunc = true;
 	f->trunc_size = size;
 	f->size = size;
+	account(q, f);
 	f->seq++;
 	touch_mtime(f);
 	pthread_cond_signal(&q->work);
 	pthread_cond_broadcast(&q->space);
-	r = f->error;
 	pthread_mutex_unlock(&q->lock);
-	return r;
+	return 0;
 }
 
 int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
 {
 	pthread_mutex_lock(&q->lock);
+	wait_restored(q, f); /* else the restore would undo these */
 	if (!f->dirty) {
 		pthread_mutex_unlock(&q->lock);
 		return 1;
@@ -658,27 +940,49 @@ int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
 	return 0;
 }
 
-int wq_flush_file(struct wq *q, struct wq_file *f)
+/* Called with the lock held: whether writes or truncates of f up to
+ * generation gen are not all on the medium yet. */
+static bool pending_upto(const struct wq_file *f, uint64_t gen)
+{
+	return (f->has_trunc && f->trunc_gen <= gen) ||
+	       (f->trunc_flying && f->flying_gen <= gen) || extmap_oldest_gen(&f->map) <= gen;
+}
+
+static int flush_upto(struct wq *q, struct wq_file *f, bool all)
 {
 	int r;
 
 	pthread_mutex_lock(&q->lock);
-	if (f->dirty) {
-		uint64_t fails = f->fail_count;
+	if (f->dirty && pending_upto(f, all ? UINT64_MAX : extmap_gen(&f->map))) {
+		/* Only what was queued before the call: later writes (a second
+		 * writer, an appender) must not stretch this wait. */
+		uint64_t gen = all ? UINT64_MAX : extmap_gen(&f->map), fails = f->fail_count;
 		/* Jump the queue: whoever waits on this file goes first; a failing
 		 * file is retried now rather than after its backoff. */
 		f->urgent++;
+		q->nurgent++;
 		g_queue_unlink(&q->dirty, &f->link);
 		g_queue_push_head_link(&q->dirty, &f->link);
 		f->retry_at_ns = 0;
 		pthread_cond_broadcast(&q->work);
-		while (f->dirty && f->fail_count == fails)
+		while (f->dirty && f->fail_count == fails && pending_upto(f, gen))
 			timed_wait(&q->done, &q->lock, IDLE_WAIT_NS);
 		f->urgent--;
+		q->nurgent--;
 	}
 	r = f->error;
 	pthread_mutex_unlock(&q->lock);
 	return r;
+}
+
+int wq_flush_file(struct wq *q, struct wq_file *f)
+{
+	return flush_upto(q, f, false);
+}
+
+int wq_settle_file(struct wq *q, struct wq_file *f)
+{
+	return flush_upto(q, f, true);
 }
 
 int wq_fsync(struct wq *q, struct wq_file *f, int fd, bool datasync)
@@ -707,18 +1011,18 @@ void wq_drop_if_unlinked(struct wq *q, struct wq_file *f)
 
 	pthread_mutex_lock(&q->lock);
 	if (f->dirty && fstat(f->fd, &st) == 0 && st.st_nlink == 0) {
-		sm_dbg("an unlinked, closed file: dropping %" G_GUINT64_FORMAT " queued bytes",
+		wq_dbg(q, "an unlinked, closed file: dropping %" G_GUINT64_FORMAT " queued bytes",
 		       f->map.bytes);
 		q->queued -= f->map.bytes;
-		extmap_truncate(&f->map, 0);
+		extmap_truncate_counted(&f->map, 0);
 		f->has_trunc = false;
 		f->times_set = false;
 		f->error = 0;
 		pthread_cond_broadcast(&q->space);
 		pthread_cond_broadcast(&q->done);
-		file_clean(q, f); /* now, or when the chunk in flight ends */
+		wqf_clean(q, f); /* now, or when the chunk in flight ends */
 	}
-	unlock_and_release(q);
+	wq_unlock_and_release(q);
 }
 
 uint64_t wq_seq(struct wq *q, struct wq_file *f)
@@ -734,6 +1038,7 @@ uint64_t wq_seq(struct wq *q, struct wq_file *f)
 bool wq_fix_stat(struct wq *q, struct wq_file *f, struct stat *st, uint64_t seq)
 {
 	pthread_mutex_lock(&q->lock);
+	wait_restored(q, f);
 	if (f->seq != seq) {
 		pthread_mutex_unlock(&q->lock);
 		return false;
@@ -754,479 +1059,189 @@ void wq_fix_statvfs(struct wq *q, struct statvfs *sv)
 	uint64_t bs = sv->f_frsize ? sv->f_frsize : sv->f_bsize;
 	uint64_t blocks;
 
+	if (!bs)
+		return; /* a lower (FUSE, say) that reports no block size: nothing to scale by */
 	pthread_mutex_lock(&q->lock);
-	blocks = q->queued ? reservation(q, q->queued, q->dirty.length) / bs : 0;
+	if (q->need)
+		recount_stale(q); /* df must not show flushed data twice */
+	blocks = div_up(q->need * q->unit + q->passing, bs);
 	pthread_mutex_unlock(&q->lock);
 	sv->f_bfree = sv->f_bfree > blocks ? sv->f_bfree - blocks : 0;
 	sv->f_bavail = sv->f_bavail > blocks ? sv->f_bavail - blocks : 0;
 }
 
-/* ---- flushers ---- */
-
-/* Called with the lock held: the next file to work on, or NULL with *wait_ns
- * set to how long nothing can happen. */
-static struct wq_file *pick_file(struct wq *q, int64_t now, int64_t *wait_ns)
+/* Units a fallocate of [off, off+len) may allocate on the lower file st. */
+static uint64_t falloc_need(const struct wq *q, const struct stat *st, int mode, off_t off,
+			    off_t len)
 {
-	*wait_ns = IDLE_WAIT_NS;
-	for (GList *l = q->dirty.head; l; l = l->next) {
-		struct wq_file *f = l->data;
-		if (f->in_flight)
-			continue;
-		if (f->error && f->retry_at_ns > now) {
-			*wait_ns = MIN(*wait_ns, f->retry_at_ns - now);
-			continue;
-		}
-		if (f->has_trunc || !extmap_empty(&f->map))
-			return f;
+	uint64_t end = (uint64_t)off + (uint64_t)len, n = 0;
+
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE))
+		return 0; /* these free space */
+	if (q->no_holes) {
+		/* FAT fills up to the end; below the file's size all is taken. */
+		uint64_t have = div_up((uint64_t)st->st_size, q->unit);
+		n = div_up(end, q->unit) > have ? div_up(end, q->unit) - have : 0;
+		return n ? n + div_up(n * BLOCK_PTR_BYTES, q->unit) + META_BLOCKS_PER_FILE : 0;
 	}
-	return NULL;
+	/* Counted as if none of the range were allocated yet (cheap and safe:
+	 * when that does not fit, the drained queue lets the lower answer). */
+	for (int l = 0; l < EXT_COUNT_LEVELS; l++)
+		if (q->levels[l])
+			n += div_up(end, q->levels[l]) - (uint64_t)off / q->levels[l];
+	return n ? n + div_up(n * EXTENT_ENTRY_BYTES, q->unit) + META_BLOCKS_PER_FILE : 0;
 }
 
-static int write_all(int fd, struct iovec *iov, int niov, off_t off)
+/* Called with the lock held: 0 when take more bytes fit beside the queue's
+ * need, after a drain if need be; -ENOSPC when the data still queued (of
+ * failing files) would not fit beside them. */
+static int reserve_bytes(struct wq *q, uint64_t take)
 {
-	while (niov > 0) {
-		ssize_t n = pwritev(fd, iov, niov, off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		off += n;
-		while (niov > 0 && (size_t)n >= iov->iov_len) {
-			n -= (ssize_t)iov->iov_len;
-			iov++;
-			niov--;
-		}
-		if (niov > 0) {
-			iov->iov_base = (char *)iov->iov_base + n;
-			iov->iov_len -= (size_t)n;
-		}
-	}
-	return 0;
+	wq_refresh_avail(q); /* fallocate is rare: read free space afresh */
+	if (q->need * q->unit + q->passing + take <= q->avail)
+		return 0;
+	recount_stale(q);
+	if (q->need * q->unit + q->passing + take <= q->avail)
+		return 0;
+	wq_dbg(q, "free space low: draining before a fallocate of up to %" G_GUINT64_FORMAT
+	       " bytes", take);
+	wq_wait_all_flushed(q);
+	recount_stale(q);
+	if (q->need * q->unit + q->passing + take <= q->avail)
+		return 0;
+	/* Nothing of ours is waiting for space: the lower's own answer is right. */
+	return q->need || q->passing ? -ENOSPC : 0;
 }
 
-static int write_buffered(int fd, struct iovec *iov, int niov, off_t off, size_t len)
+int wq_fallocate(struct wq *q, struct wq_file *f, int fd, int mode, off_t off, off_t len)
 {
-	int r = write_all(fd, iov, niov, off);
-
-	if (r == 0 && len && sync_file_range(fd, off, (off_t)len,
-					     SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-						     SYNC_FILE_RANGE_WAIT_AFTER) < 0)
-		r = -errno;
-	return r;
-}
-
-/* Whether the chunk's aligned middle can go out from the queue's own buffers:
- * it starts aligned and every piece is aligned in memory and length (the last
- * piece's length excepted). Sequential writes coalesce into such chunks. */
-static bool direct_ready(const struct iovec *iov, int niov, off_t off)
-{
-	if (off % DIRECT_ALIGN)
-		return false;
-	for (int i = 0; i < niov; i++)
-		if ((uintptr_t)iov[i].iov_base % DIRECT_ALIGN ||
-		    (i < niov - 1 && iov[i].iov_len % DIRECT_ALIGN))
-			return false;
-	return true;
-}
-
-/* Aligned chunk: the middle straight from the queue's buffers, the tail buffered. */
-static int write_chunk_aligned(struct wq_file *f, struct iovec *iov, int niov, off_t off,
-			       size_t len)
-{
-	size_t mid = len / DIRECT_ALIGN * DIRECT_ALIGN, tail = len - mid;
-	struct iovec last = iov[niov - 1];
+	struct stat st;
+	uint64_t take;
 	int r;
 
-	iov[niov - 1].iov_len -= tail;
-	r = write_all(f->dfd, iov, iov[niov - 1].iov_len ? niov : niov - 1, off);
-	if (r == 0 && tail)
-		r = write_buffered(f->fd,
-				   &(struct iovec){(char *)last.iov_base + last.iov_len - tail, tail},
-				   1, off + (off_t)mid, tail);
-	return r;
-}
-
-/* The aligned middle of a chunk through the O_DIRECT fd, the ragged ends
- * buffered and waited for; everything buffered when there is no middle. */
-static int write_chunk(struct wq_file *f, struct iovec *iov, int niov, off_t off,
-		       size_t len)
-{
-	off_t end = off + (off_t)len;
-	off_t a0 = (off + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
-	off_t a1 = end / DIRECT_ALIGN * DIRECT_ALIGN;
-	char *bounce;
-	size_t pos = 0;
-	int r = 0;
-
-	if (a1 - a0 >= DIRECT_ALIGN && f->dfd == DFD_UNTRIED)
-		f->dfd = open_direct(f->fd);
-	if (f->dfd < 0 || a1 - a0 < DIRECT_ALIGN)
-		return write_buffered(f->fd, iov, niov, off, len);
-	if (direct_ready(iov, niov, off)) {
-		/* write_all advances the iovecs it is given: work on a copy */
-		struct iovec copy[FLUSH_IOV_MAX];
-		memcpy(copy, iov, sizeof(*iov) * (size_t)niov);
-		r = write_chunk_aligned(f, copy, niov, off, len);
-		if (r != -EINVAL)
-			return r;
-	}
-	if (posix_memalign((void **)&bounce, DIRECT_ALIGN, len) != 0)
-		return write_buffered(f->fd, iov, niov, off, len);
-	for (int i = 0; i < niov; i++) {
-		memcpy(bounce + pos, iov[i].iov_base, iov[i].iov_len);
-		pos += iov[i].iov_len;
-	}
-	if (a0 > off)
-		r = write_buffered(f->fd, &(struct iovec){bounce, (size_t)(a0 - off)}, 1, off,
-				   (size_t)(a0 - off));
-	if (r == 0)
-		r = write_all(f->dfd, &(struct iovec){bounce + (a0 - off), (size_t)(a1 - a0)}, 1,
-			      a0);
-	if (r == -EINVAL) /* the lower filesystem refuses this direct write */
-		r = write_buffered(f->fd, &(struct iovec){bounce + (a0 - off), (size_t)(a1 - a0)},
-				   1, a0, (size_t)(a1 - a0));
-	if (r == 0 && end > a1)
-		r = write_buffered(f->fd, &(struct iovec){bounce + (a1 - off), (size_t)(end - a1)},
-				   1, a1, (size_t)(end - a1));
-	free(bounce);
-	return r;
-}
-
-static int apply_truncate(int fd, off_t floor, off_t size)
-{
-	if (ftruncate(fd, floor) < 0)
+	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (size != floor && ftruncate(fd, size) < 0)
-		return -errno;
-	return 0;
-}
-
-/* Called with the lock held after a failed step. */
-static void note_failure(struct wq *q, struct wq_file *f, int err, const char *what)
-{
-	char path[256];
-	int64_t backoff = RETRY_MIN_NS << MIN(f->failures, 10u);
-
-	f->failures++;
-	f->fail_count++;
-	f->retry_at_ns = now_ns() + MIN(backoff, RETRY_MAX_NS);
-	if (f->error != err || f->failures == 1)
-		sm_err("%s of %s failed: %s (%" G_GUINT64_FORMAT " bytes stay queued)", what,
-		       file_path(f, path, sizeof(path)), g_strerror(-err), f->map.bytes);
-	f->error = err;
-	pthread_cond_broadcast(&q->space);
-}
-
-static void note_success(struct wq_file *f)
-{
-	char path[256];
-
-	if (f->error)
-		sm_info("%s: writes succeed again", file_path(f, path, sizeof(path)));
-	f->error = 0;
-	f->failures = 0;
-}
-
-/* Called with the lock held: a chunk or truncate ended at end_ns; the lower
- * filesystem's metadata is dirty from it. The metadata interval runs from the
- * first write after the medium was clean: a sweep right after a burst's first
- * chunk would find little. */
-static void medium_written(struct wq *q, int64_t end_ns)
-{
-	q->last_flush_end_ns = end_ns;
-	if (!q->meta_dirty)
-		q->last_syncfs_ns = end_ns;
-	q->meta_dirty = true;
-}
-
-/* Called with the lock held; drops and retakes it around the I/O. */
-static void flush_truncate(struct wq *q, struct wq_file *f)
-{
-	off_t floor = f->trunc_floor, size = f->trunc_size;
-	int r;
-
-	f->has_trunc = false;
-	f->in_flight = true;
-	pthread_mutex_unlock(&q->lock);
-	r = apply_truncate(f->fd, floor, size);
 	pthread_mutex_lock(&q->lock);
-	f->in_flight = false;
-	q->head_moved = true;
-	medium_written(q, now_ns());
+	take = falloc_need(q, &st, mode, off, len) * q->unit;
+	r = take ? reserve_bytes(q, take) : 0;
 	if (r < 0) {
-		if (!f->has_trunc) {
-			f->has_trunc = true;
-			f->trunc_floor = floor;
-			f->trunc_size = size;
-		} else {
-			f->trunc_floor = MIN(f->trunc_floor, floor);
-		}
-		note_failure(q, f, r, "truncate");
-	} else {
-		note_success(f);
+		wq_unlock_and_release(q);
+		return r;
+	}
+	/* Held while the lower allocates, so no write is queued into that space. */
+	q->passing += take;
+	pthread_mutex_unlock(&q->lock);
+	r = fallocate(fd, mode, off, len) < 0 ? -errno : 0;
+	pthread_mutex_lock(&q->lock);
+	if (r == 0 && f && f->dirty) {
+		/* The size the queue lays over stat grows with the lower's. */
+		if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > f->size)
+			f->size = off + len;
 		f->seq++;
 	}
+	if (take)
+		wq_refresh_avail(q); /* now what it took is counted as used */
+	q->passing -= take;
+	wq_unlock_and_release(q);
+	return r;
 }
 
-/* Called with the lock held; drops and retakes it around the I/O. */
-static void flush_chunk(struct wq *q, struct wq_file *f)
-{
-	struct iovec iov[FLUSH_IOV_MAX];
-	unsigned id = ++q->next_flight ? q->next_flight : ++q->next_flight;
-	bool seeks;
-	int niov, r;
-	off_t off;
-	size_t len;
-	int64_t t0, t1;
+/* Queued runs count as data in whole pages, as filesystems answer SEEK_DATA. */
+#define SEEK_GRAIN 4096
 
-	seeks = q->head_moved || f != q->last_file || f->cursor != q->last_end ||
-		q->gate.last_end_ns > q->last_flush_end_ns;
-	len = extmap_take(&f->map, f->cursor, pacer_chunk_bytes(&q->pacer, seeks), id, iov,
-			  FLUSH_IOV_MAX, &niov, &off);
-	if (!len)
-		return;
-	seeks = seeks || off != q->last_end;
-	f->in_flight = true;
-	/* Round robin between files, unless someone waits on this one. */
-	if (!f->urgent) {
-		g_queue_unlink(&q->dirty, &f->link);
-		g_queue_push_tail_link(&q->dirty, &f->link);
-	}
-	pthread_mutex_unlock(&q->lock);
-	t0 = now_ns();
-	r = write_chunk(f, iov, niov, off, len);
-	t1 = now_ns();
-	sm_dbg("chunk of %zu bytes at %jd%s: %lld ms", len, (intmax_t)off, seeks ? " (seeks)" : "",
-	       (long long)((t1 - t0) / NSEC_PER_MSEC));
+/* Called with the lock held: lower bytes at or past this are gone (a truncate
+ * pending or being applied); INT64_MAX when none is. */
+static off_t lower_floor(const struct wq_file *f)
+{
+	off_t floor = INT64_MAX;
+
+	if (f->has_trunc)
+		floor = f->trunc_floor;
+	if (f->trunc_flying)
+		floor = MIN(floor, f->flying_floor);
+	return floor;
+}
+
+/* The lower file's SEEK_DATA or SEEK_HOLE at pos, below floor: what it
+ * answers, or INT64_MAX (no data) / pos (a hole) past its end. */
+static off_t lower_seek(int fd, off_t pos, int whence, off_t floor)
+{
+	off_t r;
+
+	if (pos >= floor)
+		return whence == SEEK_DATA ? INT64_MAX : pos;
+	r = lseek(fd, pos, whence);
+	if (r < 0)
+		return errno == ENXIO ? (whence == SEEK_DATA ? INT64_MAX : pos) : -errno;
+	if (whence == SEEK_DATA && r >= floor)
+		return INT64_MAX;
+	return whence == SEEK_HOLE ? MIN(r, MAX(pos, floor)) : r;
+}
+
+/* The queued run containing or after pos, widened to whole pages. */
+static bool queued_run(struct wq *q, struct wq_file *f, off_t pos, off_t *s, off_t *e)
+{
+	bool r;
+
 	pthread_mutex_lock(&q->lock);
-	f->in_flight = false;
-	q->last_file = f;
-	q->last_end = off + (off_t)len;
-	q->head_moved = false;
-	medium_written(q, t1);
-	if (r < 0) {
-		q->head_moved = true;
-		extmap_abort(&f->map, id, off, len);
-		note_failure(q, f, r, "write");
-		return;
-	}
-	note_success(f);
-	q->queued -= extmap_complete(&f->map, id, off, len);
-	f->cursor = off + (off_t)len;
-	f->seq++;
-	q->flushed_bytes += len;
-	q->chunks++;
-	pacer_done(&q->pacer, len, t0, t1, seeks);
-	refresh_avail(q); /* the flushed bytes left the reservation: count them as used */
-	pthread_cond_broadcast(&q->space);
+	r = extmap_run_from(&f->map, pos, s, e);
+	pthread_mutex_unlock(&q->lock);
+	/* Whole blocks, as the lower will answer once the data is there. */
+	*s -= *s % SEEK_GRAIN;
+	*e += (SEEK_GRAIN - *e % SEEK_GRAIN) % SEEK_GRAIN;
+	return r;
 }
 
-/* Called with the lock held: write the block device's dirty pages slice by
- * slice, each waited for, pausing while reads are in flight, so a read waits
- * at most for one slice's few blocks. Errors are left to the syncfs after.
- * Returns the time spent writing (not holding back). */
-static int64_t sweep_bdev(struct wq *q)
+int wq_lseek(struct wq *q, struct wq_file *f, int fd, off_t off, int whence, off_t *pos)
 {
-	uint64_t slice = MAX(SWEEP_SLICE_MIN, q->bdev_size / SWEEP_SLICES_MAX);
-	uint64_t off = 0;
-	int64_t busy = 0;
+	off_t size, floor, s, e, l;
 
-	while (off < q->bdev_size) {
-		int64_t hold = readgate_wait_ns(&q->gate, now_ns());
-
-		if (hold > 0) {
-			timed_wait(&q->work, &q->lock, hold);
-			continue;
-		}
+	pthread_mutex_lock(&q->lock);
+	if (!f->dirty) {
 		pthread_mutex_unlock(&q->lock);
-		hold = now_ns();
-		sync_file_range(q->bdev_fd, (off64_t)off, (off64_t)MIN(slice, q->bdev_size - off),
-				SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-					SYNC_FILE_RANGE_WAIT_AFTER);
-		busy += now_ns() - hold;
-		pthread_mutex_lock(&q->lock);
-		off += slice;
+		return 1;
 	}
-	return busy;
-}
-
-/* Called with the lock held (dropped around the I/O): the sweep, then syncfs of
- * the medium; errors logged once each. */
-static void sync_medium(struct wq *q)
-{
-	int64_t t0 = now_ns(), t1, t2, swept = 0, took;
-	bool streaming = q->dirty.length > 0;
-	int r, err;
-
-	if (q->sync_fd < 0)
-		return;
-	q->meta_dirty = false;
-	q->last_syncfs_ns = t0;
-	if (q->bdev_fd >= 0)
-		swept = sweep_bdev(q);
-	t1 = now_ns();
+	size = f->size;
+	floor = lower_floor(f);
 	pthread_mutex_unlock(&q->lock);
-	r = syncfs(q->sync_fd);
-	err = r < 0 ? errno : 0;
-	t2 = now_ns();
-	took = swept + (t2 - t1);
-	sm_dbg("metadata of the medium: sweep %lld ms (writing %lld), syncfs %lld ms",
-	       (long long)((t1 - t0) / NSEC_PER_MSEC), (long long)(swept / NSEC_PER_MSEC),
-	       (long long)((t2 - t1) / NSEC_PER_MSEC));
-	pthread_mutex_lock(&q->lock);
-	q->head_moved = true;
-	/* Only a flush in the middle of a stream prices the next one: the one
-	 * after the queue ran empty finds what a single file left (next to
-	 * nothing), and the next stream's first flush would come at the floor. */
-	if (streaming)
-		q->syncfs_interval_ns = MIN(MAX(took * SYNCFS_SHARE_DIV, SYNCFS_INTERVAL_MIN_NS),
-					    SYNCFS_INTERVAL_MAX_NS);
-	if (err && err != q->syncfs_errno)
-		sm_err("syncfs of the medium: %s (its metadata may not be written)",
-		       g_strerror(err));
-	q->syncfs_errno = err;
-	refresh_avail(q);
-}
-
-/* Called with the lock held: keep the lower filesystem's metadata (bitmaps,
- * inodes, indirect blocks the chunks allocated) flushed too, every
- * syncfs_interval_ns while flushing and once more when the queue has been
- * empty for SYNCFS_IDLE_NS, so the kernel's own writeback never has old
- * metadata to write in the middle of a read. Its seeks would stand between a
- * read and the medium: not while reading. */
-static void maybe_syncfs(struct wq *q, int64_t now)
-{
-	if (!q->meta_dirty || readgate_wait_ns(&q->gate, now))
-		return;
-	if (q->dirty.length ? now - q->last_syncfs_ns < q->syncfs_interval_ns
-			    : now - q->last_flush_end_ns < SYNCFS_IDLE_NS)
-		return;
-	sync_medium(q);
-}
-
-static void *flusher_main(void *arg)
-{
-	struct wq *q = arg;
-	sigset_t all;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	pthread_mutex_lock(&q->lock);
-	while (!q->stopping) {
-		int64_t now = now_ns(), wait_ns, hold_ns;
-		struct wq_file *f = pick_file(q, now, &wait_ns);
-
-		if (!f) {
-			maybe_syncfs(q, now);
-			timed_wait(&q->work, &q->lock, wait_ns);
+	if (off < 0 || off >= size)
+		return -ENXIO;
+	if (whence == SEEK_DATA) {
+		l = lower_seek(fd, off, SEEK_DATA, floor);
+		if (l < 0)
+			return (int)l;
+		if (queued_run(q, f, off, &s, &e))
+			l = MIN(l, MAX(s, off));
+		if (l >= size)
+			return -ENXIO;
+		*pos = l;
+		return 0;
+	}
+	/* SEEK_HOLE: step over queued runs and lower data until neither is there. */
+	for (off_t p = off;;) {
+		if (p >= size) {
+			*pos = size;
+			return 0;
+		}
+		if (queued_run(q, f, p, &s, &e) && s <= p) {
+			p = e;
 			continue;
 		}
-		hold_ns = MAX(readgate_wait_ns(&q->gate, now), pacer_delay_ns(&q->pacer, now));
-		if (hold_ns > 0) {
-			timed_wait(&q->work, &q->lock, hold_ns);
-			continue;
+		l = lower_seek(fd, p, SEEK_HOLE, floor);
+		if (l < 0)
+			return (int)l;
+		if (l == p) {
+			*pos = p;
+			return 0;
 		}
-		if (f->has_trunc)
-			flush_truncate(q, f);
-		else
-			flush_chunk(q, f);
-		file_clean(q, f);
-		pthread_cond_broadcast(&q->done);
-		maybe_syncfs(q, now_ns());
-		unlock_and_release(q);
-		pthread_mutex_lock(&q->lock);
-	}
-	pthread_mutex_unlock(&q->lock);
-	return NULL;
-}
-
-int wq_start(struct wq *q)
-{
-	q->nthreads = q->opts.flushers;
-	q->threads = g_new0(pthread_t, q->nthreads);
-	for (unsigned i = 0; i < q->nthreads; i++) {
-		char name[16];
-		int r = pthread_create(&q->threads[i], NULL, flusher_main, q);
-		if (r != 0) {
-			q->nthreads = i;
-			return -r;
-		}
-		snprintf(name, sizeof(name), "sm-flush-%u", i % 100);
-		pthread_setname_np(q->threads[i], name);
-	}
-	return 0;
-}
-
-/* Called with the lock held: log what could not be written. */
-static void report_lost(struct wq *q)
-{
-	char path[256];
-
-	for (GList *l = q->dirty.head; l; l = l->next) {
-		struct wq_file *f = l->data;
-		sm_err("%s: %" G_GUINT64_FORMAT " bytes could not be written (%s); they are lost",
-		       file_path(f, path, sizeof(path)), f->map.bytes, g_strerror(-f->error));
+		p = l;
 	}
 }
 
-static bool all_gave_up(const struct wq *q)
-{
-	for (GList *l = q->dirty.head; l; l = l->next) {
-		const struct wq_file *f = l->data;
-		if (!f->error || f->failures < DRAIN_GIVEUP_FAILURES)
-			return false;
-	}
-	return true;
-}
-
-void wq_drain(struct wq *q)
-{
-	int64_t last_log = now_ns();
-
-	pthread_mutex_lock(&q->lock);
-	if (q->queued)
-		sm_dbg("draining %" G_GUINT64_FORMAT " queued bytes to the medium", q->queued);
-	while (!g_queue_is_empty(&q->dirty)) {
-		if (all_gave_up(q)) {
-			report_lost(q);
-			break;
-		}
-		if (now_ns() - last_log >= DRAIN_LOG_INTERVAL_NS) {
-			last_log = now_ns();
-			sm_info("draining: %" G_GUINT64_FORMAT " bytes left in %u files",
-				q->queued, q->dirty.length);
-		}
-		/* Exit must not wait out a long retry backoff. */
-		for (GList *l = q->dirty.head; l; l = l->next)
-			((struct wq_file *)l->data)->retry_at_ns =
-				MIN(((struct wq_file *)l->data)->retry_at_ns, now_ns() + RETRY_MIN_NS);
-		pthread_cond_broadcast(&q->work);
-		timed_wait(&q->done, &q->lock, RETRY_MIN_NS);
-	}
-	if (q->meta_dirty)
-		sync_medium(q);
-	pthread_mutex_unlock(&q->lock);
-}
-
-void wq_free(struct wq *q)
+void wq_note_entry(struct wq *q, const char *path)
 {
 	pthread_mutex_lock(&q->lock);
-	q->stopping = true;
-	pthread_cond_broadcast(&q->work);
+	risk_add(&q->risk, path);
 	pthread_mutex_unlock(&q->lock);
-	for (unsigned i = 0; i < q->nthreads; i++)
-		pthread_join(q->threads[i], NULL);
-	g_free(q->threads);
-	g_ptr_array_free(q->to_release, TRUE);
-	if (q->sync_fd >= 0)
-		close(q->sync_fd);
-	if (q->bdev_fd >= 0)
-		close(q->bdev_fd);
-	pthread_mutex_destroy(&q->lock);
-	pthread_cond_destroy(&q->space);
-	pthread_cond_destroy(&q->work);
-	pthread_cond_destroy(&q->done);
-	g_free(q);
 }
+

@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,8 @@ void sched_opts_free(struct sched_opts *o)
 	g_free(o->group);
 	g_free(o->spool_dir);
 	g_free(o->arbiter);
+	if (o->no_effect)
+		g_ptr_array_unref(o->no_effect);
 	memset(o, 0, sizeof(*o));
 }
 
@@ -65,7 +68,7 @@ int sm_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
+int sm_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
 	char *end;
 	unsigned long v;
@@ -95,7 +98,7 @@ static void add_err(GPtrArray *errors, const char *fmt, ...)
 static void uint_opt(const char *key, const char *val, unsigned lo, unsigned hi,
 		     unsigned *out, GPtrArray *errors)
 {
-	if (parse_uint(val, lo, hi, out) < 0)
+	if (sm_parse_uint(val, lo, hi, out) < 0)
 		add_err(errors, "%s=%s: expected a whole number from %u to %u", key, val,
 			lo, hi);
 }
@@ -137,6 +140,45 @@ static void path_opt(const char *key, const char *val, char **out, GPtrArray *er
 	*out = g_strdup(val);
 }
 
+/* Keys that may do nothing: the spool's (not built yet), and the arbiter's
+ * when arbiter=off (sched_opts_warn_no_effect says which). */
+static const char *const no_effect_keys[] = {"prio", "class", "weight", "group",
+					      "spool", "spool_max", NULL};
+
+static bool has_key(const char *opt, const char *key)
+{
+	size_t n = strlen(key);
+
+	return strncmp(opt, key, n) == 0 && opt[n] == '=';
+}
+
+/* Remember the option as given, the last one of each key, for the warning. */
+static void note_no_effect(struct sched_opts *o, const char *key, const char *opt)
+{
+	if (!g_strv_contains(no_effect_keys, key))
+		return;
+	if (!o->no_effect)
+		o->no_effect = g_ptr_array_new_with_free_func(g_free);
+	for (guint i = 0; i < o->no_effect->len; i++)
+		if (has_key(o->no_effect->pdata[i], key))
+			g_ptr_array_remove_index(o->no_effect, i--);
+	g_ptr_array_add(o->no_effect, g_strdup(opt));
+}
+
+void sched_opts_warn_no_effect(const struct sched_opts *o, GPtrArray *warnings)
+{
+	for (guint i = 0; o->no_effect && i < o->no_effect->len; i++) {
+		const char *opt = o->no_effect->pdata[i];
+		bool spool = has_key(opt, "spool") || has_key(opt, "spool_max");
+
+		if (spool)
+			add_err(warnings, "%s has no effect yet: queued data lives in memory only", opt);
+		else if (o->arbiter && !strcmp(o->arbiter, "off") && !has_key(opt, "arbiter"))
+			add_err(warnings, "%s has no effect with arbiter=off: this mount paces itself alone",
+				opt);
+	}
+}
+
 int sched_opts_handle(struct sched_opts *o, const char *opt, GPtrArray *errors)
 {
 	const char *eq = strchr(opt, '=');
@@ -160,6 +202,7 @@ int sched_opts_handle(struct sched_opts *o, const char *opt, GPtrArray *errors)
 		add_err(errors, "%s: needs a value (%s=...)", key, key);
 		return 1;
 	}
+	note_no_effect(o, key, opt);
 
 	if (strcmp(key, "prio") == 0) {
 		uint_opt(key, val, 0, SCHED_PRIO_MAX, &o->prio, errors);
@@ -216,20 +259,76 @@ void sched_opts_finish(struct sched_opts *o, GPtrArray *errors)
 		add_err(errors, "spool_max= needs spool=DIR");
 }
 
+/* A size as an option would spell it: the largest binary suffix it is a
+ * whole multiple of. */
+static char *size_str(uint64_t v)
+{
+	static const char suffix[] = "TGMK";
+
+	for (int i = 0; i < 4; i++) {
+		unsigned shift = 10 * (4 - i);
+		if (v && v % (1ull << shift) == 0)
+			return g_strdup_printf("%" G_GUINT64_FORMAT "%c", v >> shift, suffix[i]);
+	}
+	return g_strdup_printf("%" G_GUINT64_FORMAT, v);
+}
+
+void sched_opts_check_memory(const struct sched_opts *o, uint64_t mem_available,
+			     GPtrArray *errors)
+{
+	uint64_t limit = mem_available / SCHED_QUEUE_MEM_DIV;
+	g_autofree char *val = NULL, *avail = NULL, *max = NULL;
+
+	if (!mem_available || o->queue_bytes <= limit)
+		return;
+	val = size_str(o->queue_bytes);
+	avail = size_str(mem_available / (1u << 20) * (1u << 20));
+	/* Rounded down to whole MiB: a value the user can copy. */
+	max = size_str(MAX(limit / (1u << 20) * (1u << 20), 1));
+	add_err(errors,
+		"queue=%s: more than 1/%d of the memory available (MemAvailable %s); "
+		"at most queue=%s on this machine now",
+		val, SCHED_QUEUE_MEM_DIV, avail, max);
+}
+
+int sched_parse_meminfo(const char *meminfo, uint64_t *bytes)
+{
+	static const char key[] = "MemAvailable:";
+	const char *p = meminfo;
+	unsigned long long kib;
+
+	while (p && *p) {
+		if (strncmp(p, key, sizeof(key) - 1) == 0 &&
+		    sscanf(p + sizeof(key) - 1, " %llu kB", &kib) == 1) {
+			*bytes = (uint64_t)kib << 10;
+			return 0;
+		}
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return -ENOENT;
+}
+
 const char *sched_opts_help(void)
 {
 	return "slowmedia options:\n"
-	       "    -o prio=0..7           flush priority among mounts (default 4)\n"
+	       "    -o prio=0..7           flush priority among the mounts of a group, 0\n"
+	       "                           highest (4; only root may take 0..3)\n"
 	       "    -o class=be|idle       idle flushes only when the group is quiet (be)\n"
-	       "    -o weight=N            share within one prio (100)\n"
-	       "    -o group=NAME          mounts sharing one bus/head budget (lower device)\n"
+	       "    -o weight=N            share within one prio, 1..10000 (100)\n"
+	       "    -o group=NAME          mounts sharing one bus/head: one chunk in\n"
+	       "                           flight at a time (the lower's whole disk)\n"
 	       "    -o rate=SIZE           cap on flush bandwidth, bytes/s (none)\n"
-	       "    -o queue=SIZE          memory for queued data (64M)\n"
-	       "    -o spool=DIR           crash-safe journal on a fast disk (off)\n"
-	       "    -o spool_max=SIZE      limit of the spool journal\n"
+	       "    -o queue=SIZE          memory for queued data (64M; at most half of\n"
+	       "                           MemAvailable)\n"
+	       "    -o spool=DIR           queue on a fast disk instead of memory\n"
+	       "                           (off; no effect yet)\n"
+	       "    -o spool_max=SIZE      limit of the spool (no effect yet)\n"
 	       "    -o latency=MS          longest delay a read may see from one chunk (100)\n"
 	       "    -o read_grace=MS       quiet time after reads before flushing (20)\n"
 	       "    -o flushers=N          flusher threads (1)\n"
 	       "    -o sync_close          close() waits for the file's data\n"
-	       "    -o arbiter=auto|off|PATH  arbiter socket (auto)\n";
+	       "    -o arbiter=auto|off|PATH  the shared arbiter's socket; auto: the default\n"
+	       "                           one, started if absent; off: pace alone (auto)\n";
 }

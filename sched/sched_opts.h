@@ -36,6 +36,7 @@ struct sched_opts {
 	unsigned flushers;
 	bool sync_close;
 	char *arbiter; /* "auto", "off" or a socket path */
+	GPtrArray *no_effect; /* "key=value" of given options not implemented yet */
 };
 
 void sched_opts_init(struct sched_opts *o);
@@ -50,11 +51,31 @@ int sched_opts_handle(struct sched_opts *o, const char *opt, GPtrArray *errors);
 /* Cross-option checks once all options are seen; appends to errors. */
 void sched_opts_finish(struct sched_opts *o, GPtrArray *errors);
 
+/* queue= may take at most 1/SCHED_QUEUE_MEM_DIV of the memory available at
+ * start-up: the queue lives in the daemon's memory, and the rest of the
+ * machine (its page cache, the writer itself) needs the rest. */
+#define SCHED_QUEUE_MEM_DIV 2
+
+/* Refuse queue= above MemAvailable / SCHED_QUEUE_MEM_DIV (mem_available in
+ * bytes; 0: unknown, no check); appends to errors. */
+void sched_opts_check_memory(const struct sched_opts *o, uint64_t mem_available,
+			     GPtrArray *errors);
+
+/* MemAvailable from the text of /proc/meminfo, in bytes: 0, or -ENOENT when
+ * it has none (kernels before 3.14). */
+int sched_parse_meminfo(const char *meminfo, uint64_t *bytes);
+
 /* Help text for --help. */
 const char *sched_opts_help(void);
+
+/* One warning per given option that has no effect yet, appended to warnings. */
+void sched_opts_warn_no_effect(const struct sched_opts *o, GPtrArray *warnings);
 
 /*
  * "64M", "1G", "4096", "512K": bytes with optional binary suffix K/M/G/T.
  * Returns 0 or -EINVAL (garbage, empty, negative) / -ERANGE (overflow).
  */
 int sm_parse_size(const char *s, uint64_t *out);
+
+/* A decimal whole number from lo to hi: 0, -EINVAL (not one) or -ERANGE. */
+int sm_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out);
