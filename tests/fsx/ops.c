@@ -346,8 +346,10 @@ static void note_inode(const struct fsx *x, const struct minode *m, char *note,
 	for (unsigned f = 0; f < x->nfiles; f++)
 		if (x->names[f] == m)
 			addf(names, sizeof(names), "%sf%u", names[0] ? "," : "", f);
-	snprintf(note, size, "i%u %s size 0x%zx", m->id, names[0] ? names : "unlinked",
-		 m->size);
+	/* A note cut short at size is still a fine note. */
+	if (snprintf(note, size, "i%u %s size 0x%zx", m->id,
+		     names[0] ? names : "unlinked", m->size) >= (int)size)
+		return;
 }
 
 static bool exec_open(struct fsx *x, const struct op *op, const char *line)

@@ -29,6 +29,8 @@ shift 2 || { echo "usage: $0 FSX SLOWMEDIA [fsx options...]"; exit 2; }
 [ -x "$fsx" ] && [ -x "$daemon" ] || { echo "no executable '$fsx' or '$daemon'"; exit 1; }
 
 tmp=$(mktemp -d "${FSX_TMPDIR:-/var/tmp}/slowmedia-fsx.XXXXXX") || exit 1
+# The daemon's control socket and the arbiter it starts live in tmp.
+export SLOWMEDIA_CTL_DIR=$tmp/ctl SLOWMEDIA_ARBITER_SOCKET=$tmp/arbiter.sock
 
 stop_daemon() {
 	local pid i
@@ -65,6 +67,7 @@ cleanup() {
 		awk -v m="$m" '$2 == m {f = 1} END {exit !f}' /proc/mounts && umount -l "$m"
 	done
 	stop_daemon
+	pkill -f -- "slowmedia-arbiterd --socket $SLOWMEDIA_ARBITER_SOCKET " 2>/dev/null
 	if [ -n "${FSX_KEEP:-}" ]; then
 		echo "# kept $tmp"
 	else

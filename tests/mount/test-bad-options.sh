@@ -62,6 +62,21 @@ rejected "missing MOUNTPOINT" MOUNTPOINT -- "$src"
 rejected "missing both" SOURCE --
 rejected "extra argument" extra -- "$src" "$mnt" extra
 rejected "spool is not a directory" "$ML_TMP/a-file" -- "$src" "$mnt" -o "spool=$ML_TMP/a-file"
+# libfuse checks its own numbers and the mount point one at a time, and used to
+# stop the run at its first problem before ours were printed.
+rejected "libfuse's numbers and ours together" prio=8 max_threads=abc \
+	max_idle_threads=x max_read=-1 blksize=1000 queue=0 -- \
+	"$src" "$mnt" -o prio=8,max_threads=abc,max_idle_threads=x,max_read=-1,blksize=1000,queue=0
+rejected "no such SOURCE, no such MOUNTPOINT and queue=0" \
+	"$ML_TMP/no-src" "$ML_TMP/no-mnt" queue=0 -- "$ML_TMP/no-src" "$ML_TMP/no-mnt" -o queue=0
+ml_check "no 'fuse:' line of libfuse's cut the list short" ml_not grep -q "^fuse:" "$ML_TMP/out"
+rejected "an empty fstype=" fstype -- "$src" "$mnt" -o fstype=
+ml_check "an empty fstype= is reported once" test "$(grep -c fstype "$ML_TMP/out")" = 1
+# queue= is memory: above half of MemAvailable it is refused, naming the limit.
+big_queue=$(awk '$1 == "MemAvailable:" {printf "%dM", $2 / 1024 * 3 / 4}' /proc/meminfo)
+[ "$big_queue" = 0M ] || rejected "queue= above half of MemAvailable" \
+	"queue=$big_queue" "MemAvailable" "at most queue=" -- "$src" "$mnt" -o "queue=$big_queue"
+rejected "queue=64G on this machine" queue=64G -- "$src" "$mnt" -o queue=64G
 
 # Good values at their bounds, and fstab-only keys, mount.
 good() { # DESC OPTS
@@ -75,4 +90,27 @@ good "more bounds" prio=7,class=be,group=usb-bus.1:a_b,rate=1G,latency=1000,arbi
 good "fstab-only keys are dropped" \
 	auto,noauto,nofail,_netdev,user,users,defaults,x-systemd.automount,x-foo=bar,comment=x
 good "fstab's bare 'group' key (see options.c fstab_keys) is dropped" group,nofail
+
+# Options that do nothing (the spool's, not built yet; the arbiter's with
+# arbiter=off) say so at start-up, each named, without the word "error"
+# (ml_stop fails on it).
+mkdir "$ML_TMP/spool"
+if ml_try_start "$src" "$mnt" -o \
+	"spool=$ML_TMP/spool,spool_max=1G,prio=2,class=idle,weight=5,group=g1,arbiter=off,queue=8M"; then
+	for opt in "spool=$ML_TMP/spool" spool_max=1G; do
+		grep -qF -- "slowmedia: warning: $opt has no effect yet" "${ML_LOGS[$mnt]}" ||
+			ml_fail "no start-up warning for $opt"
+	done
+	for opt in prio=2 class=idle weight=5 group=g1; do
+		grep -qF -- "slowmedia: warning: $opt has no effect with arbiter=off" "${ML_LOGS[$mnt]}" ||
+			ml_fail "no start-up warning for $opt with arbiter=off"
+	done
+	ml_check "spool's warning says the data lives in memory" \
+		grep -q "spool=.*has no effect yet: queued data lives in memory only" "${ML_LOGS[$mnt]}"
+	ml_check "no warning for queue=, which works" ml_not grep -q "queue=8M" "${ML_LOGS[$mnt]}"
+	sed 's/^/  | /' "${ML_LOGS[$mnt]}"
+	ml_stop "$mnt"
+else
+	ml_fail "spool=, prio= ... did not mount"
+fi
 ml_finish

@@ -14,6 +14,16 @@ run() { # NAME ARGS...: output in $ML_TMP/NAME.out, status in $rc
 	timeout 10 "$ML_DAEMON" "$@" >"$ML_TMP/$name.out" 2>&1 </dev/null || rc=$?
 }
 
+# help_entry_has KEY TEXT: the "-o KEY=" entry of the help, with its
+# continuation lines, contains TEXT.
+help_entry_has() {
+	awk -v key="-o $1=" -v text="$2" '
+		/^    -o / { inside = index($0, key) == 5 }
+		/^    [^ ]/ && !/^    -o / { inside = 0 }
+		inside && index($0, text) { found = 1 }
+		END { exit !found }' "$ML_TMP/help.out"
+}
+
 for flag in --help -h; do
 	run help "$flag"
 	ml_check "$flag exits 0 (got $rc)" test "$rc" = 0
@@ -23,6 +33,15 @@ for flag in --help -h; do
 		grep -q -- "$opt" "$ML_TMP/help.out" || ml_fail "$flag does not mention $opt"
 	done
 	ml_check "$flag says no error" ml_not grep -qi error "$ML_TMP/help.out"
+	# Parsed and validated, but nothing behind them yet: the help must say so.
+	for opt in spool spool_max; do
+		ml_check "$flag says $opt= has no effect yet" help_entry_has "$opt" "no effect yet"
+	done
+	for opt in prio class weight group arbiter rate queue latency read_grace flushers; do
+		ml_check "$flag does not say $opt= lacks effect" \
+			ml_not help_entry_has "$opt" "no effect yet"
+	done
+	ml_check "$flag promises no crash-safe journal" ml_not grep -qi crash-safe "$ML_TMP/help.out"
 done
 # With SOURCE and MOUNTPOINT given, --help still only prints.
 mkdir "$ML_TMP/src" "$ML_TMP/mnt"
@@ -39,4 +58,10 @@ for flag in --version -V; do
 		grep -Eq "slowmedia.*[0-9]+\.[0-9]+\.[0-9]+" "$ML_TMP/version.out"
 	ml_check "$flag names the FUSE library version" grep -qi "fuse" "$ML_TMP/version.out"
 done
+# Through a pipe stdout is fully buffered, and libfuse's fusermount3 child
+# writes its version line straight to the pipe: ours must still come first.
+"$ML_DAEMON" --version 2>&1 </dev/null | cat >"$ML_TMP/piped.out"
+sed 's/^/  | /' "$ML_TMP/piped.out"
+ml_check "--version | cat: slowmedia's line comes first" \
+	grep -q "^slowmedia version" <(head -n 1 "$ML_TMP/piped.out")
 ml_finish

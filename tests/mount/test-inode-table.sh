@@ -8,7 +8,7 @@
 #   test-inode-table.sh SLOWMEDIA MTOOL
 ML_DAEMON=$1
 MTOOL=$2
-FD_CACHE=100
+FD_BUDGET=160 # cache 80, dirty files 40 x 2 fds
 FD_LIMIT=200
 PER_DIR=1000
 DIRS=3
@@ -17,7 +17,7 @@ source "${MOUNT_LIB:-$(dirname "$0")/../lib/mount-lib.sh}"
 
 ml_scratch 256M
 fs=$ML_FS mnt=$ML_MNT
-SLOWMEDIA_FD_CACHE=$FD_CACHE ml_start "$fs/lower" "$mnt"
+SLOWMEDIA_FD_BUDGET=$FD_BUDGET ml_start "$fs/lower" "$mnt"
 
 check_fds() { # MNT WHEN
 	local n
@@ -95,7 +95,7 @@ ml_check "after unmount the lower dir holds what the mount showed ($(wc -l <"$ML
 # queued data must not cost fds per file (RLIMIT_NOFILE is 20,000 here and
 # cannot be raised). Removed before they are flushed, they leave nothing to drain.
 mkdir -m 755 "$fs/burst" "$ML_TMP/burst"
-SLOWMEDIA_FD_CACHE=$FD_CACHE ml_start "$fs/burst" "$ML_TMP/burst" -o rate=64K
+SLOWMEDIA_FD_BUDGET=$FD_BUDGET ml_start "$fs/burst" "$ML_TMP/burst" -o rate=64K
 ml_check "burst of $BURST files: all created" "$MTOOL" mkfiles "$ML_TMP/burst" $BURST
 check_fds "$ML_TMP/burst" "right after the burst"
 ml_check "burst: content" "$MTOOL" checkfiles "$ML_TMP/burst" $BURST

@@ -49,7 +49,14 @@ daemon_pid() {
 unmount_and_wait() { # DESC
 	local pid i
 	pid=$(daemon_pid)
-	ml_check "$1: umount" umount "$mnt"
+	# Refused as busy while the new file is still queued (a plain unmount
+	# must not look done); it succeeds once that is on the medium.
+	for ((i = 0; i < 50; i++)); do
+		umount "$mnt" 2>"$ML_TMP/umount.err" && break
+		grep -q busy "$ML_TMP/umount.err" || break
+		sleep 0.1
+	done
+	ml_check "$1: umount (busy at most while data is queued)" ml_not ml_is_mounted "$mnt"
 	for ((i = 0; i < 100; i++)); do
 		[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break
 		sleep 0.05

@@ -1,5 +1,6 @@
 /* The extent map: directed cases, then random operations checked against a byte model. */
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +17,19 @@ static uint8_t pat(int tag, off_t pos)
 	return (uint8_t)(tag * 37 + pos * 7 + (pos >> 8));
 }
 
-static void put(struct extmap *m, off_t off, size_t len, int tag, size_t coalesce)
+/* Write tag's bytes; returns extmap_write's answer. */
+static int try_put(struct extmap *m, off_t off, size_t len, int tag, size_t coalesce)
 {
 	g_autofree uint8_t *d = g_malloc(len ? len : 1);
 
 	for (size_t i = 0; i < len; i++)
 		d[i] = pat(tag, off + (off_t)i);
-	extmap_write(m, off, d, len, coalesce);
+	return extmap_write(m, off, d, len, coalesce);
+}
+
+static void put(struct extmap *m, off_t off, size_t len, int tag, size_t coalesce)
+{
+	ck_assert_int_eq(try_put(m, off, len, tag, coalesce), 0);
 }
 
 struct walk {
@@ -44,12 +51,78 @@ static GPtrArray *extents_of(const struct extmap *m)
 	return a;
 }
 
+struct buf_seen {
+	unsigned pieces, pins;
+	size_t live;
+};
+
+/*
+ * m->mem is what the map holds: each buffer its extents or pins use, once,
+ * plus a node per extent; and each buffer's own counts (pieces, live bytes,
+ * the file range its pieces lie in) are right.
+ */
+static void check_mem(const struct extmap *m, GPtrArray *a)
+{
+	g_autoptr(GHashTable) seen =
+	    g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+	GHashTableIter it;
+	gpointer key, val;
+	uint64_t mem = (uint64_t)a->len * EXT_NODE_BYTES;
+
+	for (guint i = 0; i < a->len; i++) {
+		const struct extent *e = a->pdata[i];
+		struct buf_seen *s = g_hash_table_lookup(seen, e->buf);
+
+		if (!s)
+			g_hash_table_insert(seen, e->buf, s = g_new0(struct buf_seen, 1));
+		s->pieces++;
+		s->live += e->len;
+		if (e->off < e->buf->lo || e->off + (off_t)e->len > e->buf->hi)
+			ck_abort_msg("extent %lld+%zu outside its buffer's range [%lld, %lld)",
+				     (long long)e->off, e->len, (long long)e->buf->lo,
+				     (long long)e->buf->hi);
+	}
+	g_hash_table_iter_init(&it, m->pinned);
+	while (g_hash_table_iter_next(&it, &key, &val)) {
+		GPtrArray *bufs = val;
+
+		for (guint i = 0; i < bufs->len; i++) {
+			struct buf_seen *s = g_hash_table_lookup(seen, bufs->pdata[i]);
+
+			if (!s)
+				g_hash_table_insert(seen, bufs->pdata[i],
+						    s = g_new0(struct buf_seen, 1));
+			s->pins++;
+		}
+	}
+	g_hash_table_iter_init(&it, seen);
+	while (g_hash_table_iter_next(&it, &key, &val)) {
+		const struct ext_buf *b = key;
+		const struct buf_seen *s = val;
+
+		mem += ext_buf_mem(b->cap);
+		if (b->pieces != s->pieces || b->live != s->live ||
+		    b->refs != s->pieces + s->pins || b->size > b->cap)
+			ck_abort_msg("buffer: pieces %u (seen %u), live %zu (seen %zu), refs %u "
+				     "(seen %u pieces + %u pins), size %zu, cap %zu",
+				     b->pieces, s->pieces, b->live, s->live, b->refs, s->pieces,
+				     s->pins, b->size, b->cap);
+		if (b->cap >= EXT_BUF_ALIGNED_MIN && (uintptr_t)b->data % EXT_BUF_ALIGN)
+			ck_abort_msg("a buffer of %zu bytes is not aligned", b->cap);
+	}
+	if (m->mem != mem)
+		ck_abort_msg("mem %llu, what the map holds %llu", (unsigned long long)m->mem,
+			     (unsigned long long)mem);
+}
+
 /* Sorted, non-overlapping, non-empty extents whose lengths sum to m->bytes. */
 static void check_map(const struct extmap *m)
 {
 	g_autoptr(GPtrArray) a = extents_of(m);
 	uint64_t sum = 0;
 	off_t prev_end = -1;
+
+	check_mem(m, a);
 
 	for (guint i = 0; i < a->len; i++) {
 		const struct extent *e = a->pdata[i];
@@ -142,7 +215,7 @@ static struct {
 
 static void setup(void)
 {
-	extmap_init(&m);
+	extmap_init(&m, NULL);
 	/* Not values a take returns, so a take that fails to set them cannot pass. */
 	taken.niov = -1;
 	taken.off = -1;
@@ -283,7 +356,7 @@ START_TEST(test_coalesce_max)
 	ck_tag(&m, 0, 1000, 1);
 	extmap_clear(&m);
 
-	extmap_init(&m);
+	extmap_init(&m, NULL);
 	for (int i = 0; i < 4; i++)
 		put(&m, i * 100, 100, 1, 200);
 	ck_layout(&m, "0+200 200+200");
@@ -308,7 +381,7 @@ START_TEST(test_coalesce_shared_buffer)
 	check_map(&m);
 	extmap_clear(&m);
 
-	extmap_init(&m);
+	extmap_init(&m, NULL);
 	put(&m, 0, 100, 1, BIG_COALESCE);
 	extmap_truncate(&m, 50); /* the buffer still holds [50,100) of tag 1 */
 	put(&m, 50, 50, 2, BIG_COALESCE);
@@ -486,7 +559,7 @@ START_TEST(test_take_skips_in_flight)
 	extmap_clear(&m);
 
 	/* A run stops at an extent in flight. */
-	extmap_init(&m);
+	extmap_init(&m, NULL);
 	put(&m, 0, 100, 1, NO_COALESCE);
 	put(&m, 100, 100, 2, NO_COALESCE);
 	put(&m, 200, 100, 3, NO_COALESCE);
@@ -613,6 +686,265 @@ START_TEST(test_in_flight_buffer_not_moved_by_append)
 END_TEST
 
 /*
+ * Generations: a wait for the writes up to generation g (fsync) is over once
+ * extmap_oldest_gen > g; bytes that overwrite older queued ones keep the
+ * older generation.
+ */
+START_TEST(test_gen_order)
+{
+	ck_assert_uint_eq(extmap_oldest_gen(&m), UINT64_MAX);
+	put(&m, 0, 4096, 1, BIG_COALESCE);	    /* gen 1 */
+	put(&m, 100000, 4096, 2, BIG_COALESCE); /* gen 2 */
+	ck_assert_uint_eq(extmap_gen(&m), 2);
+	ck_assert_uint_eq(extmap_oldest_gen(&m), 1);
+	ck_assert_uint_eq(take(0, 4096, 1), 4096);
+	ck_assert_uint_eq(extmap_oldest_gen(&m), 1); /* in flight: not on the medium yet */
+	extmap_complete(&m, 1, 0, 4096);
+	ck_assert_uint_eq(extmap_oldest_gen(&m), 2);
+}
+END_TEST
+
+START_TEST(test_gen_overwrite_keeps_older)
+{
+	put(&m, 0, 8192, 1, BIG_COALESCE);	/* gen 1 */
+	put(&m, 50000, 100, 2, BIG_COALESCE);	/* gen 2 */
+	put(&m, 4096, 8192, 3, BIG_COALESCE);	/* gen 3, over part of gen 1 */
+	ck_assert_uint_eq(extent_at(&m, 4096)->gen, 1);
+	ck_assert_uint_eq(extent_at(&m, 0)->gen, 1);
+	/* Over all of gen 1, in flight or not: still owed to a wait on gen 1. */
+	ck_assert_uint_eq(take(0, 4096, 1), 4096);
+	put(&m, 0, 16384, 4, BIG_COALESCE);
+	extmap_complete(&m, 1, 0, 4096);
+	ck_assert_uint_eq(extmap_oldest_gen(&m), 1);
+	/* New data elsewhere is newer. */
+	put(&m, 200000, 10, 5, BIG_COALESCE);
+	ck_assert_uint_eq(extent_at(&m, 200000)->gen, 5);
+	/* Appended bytes join the older extent's generation. */
+	put(&m, 200010, 10, 6, BIG_COALESCE);
+	ck_assert_uint_le(extent_at(&m, 200000)->gen, 5);
+}
+END_TEST
+
+START_TEST(test_gen_truncate_takes_a_place)
+{
+	put(&m, 0, 10, 1, BIG_COALESCE);
+	ck_assert_uint_eq(extmap_next_gen(&m), 2);
+	put(&m, 0, 10, 2, BIG_COALESCE);
+	ck_assert_uint_eq(extmap_gen(&m), 3);
+}
+END_TEST
+
+/*
+ * Memory: what queue= bounds is m->mem (check_map recomputes it after each
+ * directed step). These cases pin down what it must not let grow: tiny
+ * writes, whole buffers kept by small pieces, slack from doubling; and what
+ * an allocation failure must leave.
+ */
+
+/* The largest capacity among the buffers the extents in [off, off+len) use. */
+static size_t max_cap_in(const struct extmap *mp, off_t off, size_t len)
+{
+	g_autoptr(GPtrArray) a = extents_of(mp);
+	size_t cap = 0;
+
+	for (guint i = 0; i < a->len; i++) {
+		const struct extent *e = a->pdata[i];
+
+		if (e->off < off + (off_t)len && e->off + (off_t)e->len > off)
+			cap = MAX(cap, e->buf->cap);
+	}
+	return cap;
+}
+
+#define TINY_WRITES 1000
+/* A tiny write costs its node, its buffer header and a malloc block: not a page. */
+#define TINY_WRITE_MEM_MAX 256
+
+START_TEST(test_mem_tiny_writes)
+{
+	for (int i = 0; i < TINY_WRITES; i++)
+		put(&m, (off_t)i * 1000, 1 + (size_t)i % 16, 1, NO_COALESCE);
+	check_map(&m);
+	ck_assert_msg(m.mem <= (uint64_t)TINY_WRITES * TINY_WRITE_MEM_MAX,
+		      "%d tiny writes hold %llu bytes", TINY_WRITES, (unsigned long long)m.mem);
+	ck_assert_uint_ge(m.mem, (uint64_t)TINY_WRITES * EXT_NODE_BYTES);
+	/* The queue's room check takes the cost as an upper bound of each. */
+	ck_assert_uint_le(m.mem / TINY_WRITES, extmap_write_cost(1));
+	for (int i = 0; i < TINY_WRITES; i++)
+		ck_tag(&m, (off_t)i * 1000, 1 + (size_t)i % 16, 1);
+}
+END_TEST
+
+/* Two maps with one total (the queue's): every change of either reaches it,
+ * takes and completes included, and it is 0 once both hold nothing. */
+START_TEST(test_mem_shared_total)
+{
+	struct extmap a, b;
+	uint64_t total = 0;
+	struct iovec iov[4];
+	int niov;
+	off_t off;
+
+	extmap_init(&a, &total);
+	extmap_init(&b, &total);
+	for (int i = 0; i < 50; i++) {
+		struct extmap *x = i % 2 ? &a : &b;
+		uint8_t d[300] = {0};
+		ck_assert_int_eq(extmap_write(x, (i * 7919) % 20000, d, 1 + (size_t)(i * 37) % 300,
+					      BIG_COALESCE), 0);
+	}
+	ck_assert_uint_eq(total, a.mem + b.mem);
+	ck_assert_uint_gt(extmap_take(&a, 0, 700, 1, iov, 4, &niov, &off), 0);
+	ck_assert_uint_eq(total, a.mem + b.mem);
+	extmap_truncate(&a, 0); /* the chunk's buffers stay pinned */
+	ck_assert_uint_gt(a.mem, 0);
+	ck_assert_uint_eq(total, a.mem + b.mem);
+	extmap_complete(&a, 1, off, 700);
+	ck_assert_uint_eq(a.mem, 0);
+	ck_assert_uint_eq(total, b.mem);
+	extmap_truncate(&b, 0);
+	ck_assert_uint_eq(total, 0);
+	extmap_clear(&a);
+	extmap_clear(&b);
+}
+END_TEST
+
+#define BIG_WRITE (256u << 10)
+#define KEEP_EVERY (32u << 10)
+#define KEEP 16
+/* Once its pieces are few, a big buffer must not stay behind them. */
+#define SMALL_BUF_CAP 4096
+
+/* A 256 KiB write overwritten all but 16 bytes in every 32 KiB: the pieces
+ * left end up in small buffers, the big one is gone. */
+START_TEST(test_compact_after_overwrites)
+{
+	put(&m, 0, BIG_WRITE, 1, NO_COALESCE);
+	for (off_t k = 0; k < BIG_WRITE; k += KEEP_EVERY) {
+		put(&m, k + KEEP, KEEP_EVERY - KEEP, 2, NO_COALESCE);
+		check_map(&m);
+	}
+	for (off_t k = 0; k < BIG_WRITE; k += KEEP_EVERY) {
+		ck_tag(&m, k, KEEP, 1);
+		ck_tag(&m, k + KEEP, KEEP_EVERY - KEEP, 2);
+		ck_assert_msg(max_cap_in(&m, k, KEEP) <= SMALL_BUF_CAP,
+			      "the %d bytes left at %lld keep a buffer of %zu bytes alive", KEEP,
+			      (long long)k, max_cap_in(&m, k, KEEP));
+	}
+}
+END_TEST
+
+/* The same after a truncate, which cuts the tail of one big buffer. */
+START_TEST(test_compact_after_truncate)
+{
+	put(&m, 0, BIG_WRITE, 1, NO_COALESCE);
+	extmap_truncate(&m, KEEP);
+	ck_tag(&m, 0, KEEP, 1);
+	ck_assert_uint_le(max_cap_in(&m, 0, KEEP), SMALL_BUF_CAP);
+	check_map(&m);
+}
+END_TEST
+
+/* A buffer a chunk in flight uses is not moved under the flusher's iovecs;
+ * it is compacted when that chunk ends. */
+START_TEST(test_compact_waits_for_flight)
+{
+	const off_t keep = 200 << 10;
+
+	put(&m, 0, BIG_WRITE, 1, NO_COALESCE);
+	ck_assert_uint_eq(take(0, 4096, 1), 4096);
+	put(&m, 0, (size_t)keep, 2, NO_COALESCE);
+	put(&m, keep + KEEP, BIG_WRITE - (size_t)keep - KEEP, 2, NO_COALESCE);
+	ck_assert_uint_ge(max_cap_in(&m, keep, KEEP), BIG_WRITE); /* pinned: left alone */
+	ck_iov_tag(taken.iov, taken.niov, 0, 1);
+	check_map(&m);
+	ck_assert_uint_eq(extmap_complete(&m, 1, 0, 4096), 0);
+	ck_assert_uint_le(max_cap_in(&m, keep, KEEP), SMALL_BUF_CAP);
+	ck_tag(&m, keep, KEEP, 1);
+	check_map(&m);
+}
+END_TEST
+
+#define STREAM_BYTES (4u << 20)
+#define STREAM_WRITE (64u << 10)
+
+/* A sequential stream coalesces, but no buffer grows past EXT_BUF_GROW_MAX,
+ * and growth leaves at most one buffer half empty. */
+START_TEST(test_growth_bounded)
+{
+	for (off_t o = 0; o < STREAM_BYTES; o += STREAM_WRITE)
+		put(&m, o, STREAM_WRITE, 1, 8u << 20);
+	check_map(&m);
+	ck_assert_uint_le(max_cap_in(&m, 0, STREAM_BYTES), EXT_BUF_GROW_MAX);
+	ck_assert_int_eq(g_tree_nnodes(m.tree), STREAM_BYTES / EXT_BUF_GROW_MAX);
+	ck_assert_uint_le(m.mem, STREAM_BYTES + STREAM_BYTES / 16);
+	ck_tag(&m, 0, STREAM_BYTES, 1);
+}
+END_TEST
+
+/* A write that splits an extent needs, in this order: the split piece, a
+ * buffer header, its data, its extent. Whichever fails, the write fails with
+ * ENOMEM and the map is as it was. */
+#define SPLIT_WRITE_ALLOCS 4
+
+START_TEST(test_enomem_leaves_map)
+{
+	g_autofree char *before = NULL;
+	uint64_t mem, bytes;
+
+	put(&m, 0, 3000, 1, NO_COALESCE);
+	put(&m, 5000, 1000, 2, NO_COALESCE);
+	before = layout(&m);
+	mem = m.mem;
+	bytes = m.bytes;
+	for (unsigned n = 1; n <= SPLIT_WRITE_ALLOCS; n++) {
+		extmap_fail_alloc_after(n);
+		ck_assert_int_eq(try_put(&m, 1000, 500, 3, NO_COALESCE), -ENOMEM);
+		ck_layout(&m, before);
+		ck_assert_uint_eq(m.mem, mem);
+		ck_assert_uint_eq(m.bytes, bytes);
+		ck_tag(&m, 0, 3000, 1);
+		ck_tag(&m, 5000, 1000, 2);
+	}
+	extmap_fail_alloc_after(SPLIT_WRITE_ALLOCS + 1);
+	ck_assert_int_eq(try_put(&m, 1000, 500, 3, NO_COALESCE), 0);
+	extmap_fail_alloc_after(0);
+	ck_layout(&m, "0+1000 1000+500 1500+1500 5000+1000");
+	ck_tag(&m, 0, 1000, 1);
+	ck_tag(&m, 1000, 500, 3);
+	ck_tag(&m, 1500, 1500, 1);
+}
+END_TEST
+
+/* An append that cannot have its buffer doubled goes into a buffer of its own. */
+START_TEST(test_enomem_append_falls_back)
+{
+	put(&m, 0, 4096, 1, BIG_COALESCE);
+	extmap_fail_alloc_after(1);
+	ck_assert_int_eq(try_put(&m, 4096, 8192, 1, BIG_COALESCE), 0);
+	extmap_fail_alloc_after(0);
+	ck_layout(&m, "0+4096 4096+8192");
+	ck_tag(&m, 0, 4096 + 8192, 1);
+}
+END_TEST
+
+/* Without memory to split at the chunk limit, a take takes the whole extent
+ * rather than nothing (a flusher would spin), and none of a second one. */
+START_TEST(test_enomem_take_whole)
+{
+	put(&m, 0, 8192, 1, NO_COALESCE);
+	put(&m, 8192, 8192, 2, NO_COALESCE);
+	extmap_fail_alloc_after(1);
+	ck_assert_uint_eq(take(0, 4096, 1), 8192);
+	extmap_fail_alloc_after(0);
+	ck_layout(&m, "0+8192*1 8192+8192");
+	ck_iov_tag(taken.iov, taken.niov, 0, 1);
+	ck_assert_uint_eq(extmap_complete(&m, 1, 0, 8192), 8192);
+	check_map(&m);
+}
+END_TEST
+
+/*
  * Random operations against a byte model. A failure names its seed;
  * EXTENTS_SEED=n reruns that seed alone.
  */
@@ -644,6 +976,7 @@ struct rnd {
 	struct chunk fly[MAX_FLYING];
 	int nfly;
 	unsigned next_id;
+	uint64_t total; /* the map's mem, kept by it (extmap_init) */
 };
 
 /* Check reports every passing assertion to the runner: too slow per byte. */
@@ -672,6 +1005,8 @@ static void rnd_check(struct rnd *t)
 			end = i + 1;
 		}
 	}
+	ck_rnd(t, t->total == t->m.mem, "the shared total %llu, the map's mem %llu",
+	       (unsigned long long)t->total, (unsigned long long)t->m.mem);
 	ck_rnd(t, t->m.bytes == present, "bytes %llu, model %llu",
 	       (unsigned long long)t->m.bytes, (unsigned long long)present);
 	ck_rnd(t, extmap_end(&t->m) == end, "end %lld, model %lld",
@@ -697,6 +1032,7 @@ static void rnd_write(struct rnd *t)
 	off_t off = g_rand_int_range(t->r, 0, MODEL_SIZE);
 	size_t len = (size_t)g_rand_int_range(t->r, 1, g_rand_boolean(t->r) ? 600 : 9000);
 	uint8_t d[9000];
+	int r;
 
 	/* Appends are common in real use: favour them. */
 	if (g_rand_int_range(t->r, 0, 3) == 0)
@@ -705,14 +1041,22 @@ static void rnd_write(struct rnd *t)
 		len = (size_t)(MODEL_SIZE - off);
 	if (len == 0)
 		return;
-	for (size_t i = 0; i < len; i++) {
+	for (size_t i = 0; i < len; i++)
 		d[i] = (uint8_t)g_rand_int(t->r);
+	/* Now and then an allocation fails: the write is then as if not made. */
+	if (g_rand_int_range(t->r, 0, 10) == 0)
+		extmap_fail_alloc_after((unsigned)g_rand_int_range(t->r, 1, 5));
+	r = extmap_write(&t->m, off, d, len,
+			 coalesce[g_rand_int_range(t->r, 0, G_N_ELEMENTS(coalesce))]);
+	extmap_fail_alloc_after(0);
+	ck_rnd(t, r == 0 || r == -ENOMEM, "write returned %d", r);
+	if (r < 0)
+		return;
+	for (size_t i = 0; i < len; i++) {
 		t->md->data[off + (off_t)i] = d[i];
 		t->md->present[off + (off_t)i] = true;
 		t->md->owner[off + (off_t)i] = 0;
 	}
-	extmap_write(&t->m, off, d, len,
-		     coalesce[g_rand_int_range(t->r, 0, G_N_ELEMENTS(coalesce))]);
 }
 
 static void rnd_truncate(struct rnd *t)
@@ -808,7 +1152,7 @@ START_TEST(test_random_against_model)
 	t.md = g_new0(struct model, 1);
 	for (int i = 0; i < MODEL_SIZE; i++)
 		t.md->medium[i] = (uint8_t)g_rand_int(t.r);
-	extmap_init(&t.m);
+	extmap_init(&t.m, &t.total);
 	for (t.op = 0; t.op < MODEL_OPS; t.op++) {
 		int dice = g_rand_int_range(t.r, 0, 100);
 
@@ -824,17 +1168,255 @@ START_TEST(test_random_against_model)
 			rnd_finish(&t, false);
 		rnd_check(&t);
 	}
+	while (t.nfly)
+		rnd_finish(&t, true);
+	extmap_truncate(&t.m, 0);
+	ck_assert_uint_eq(t.total, 0); /* nothing queued, nothing held */
 	extmap_clear(&t.m);
 	g_free(t.md);
 	g_rand_free(t.r);
 }
 END_TEST
 
+/* ---- Counting the lower blocks the queued data needs (ext_count) ---- */
+
+#define CNT_BS 4096u
+#define CNT_PTRS (CNT_BS / 4u)
+
+static const uint64_t cnt_units[EXT_COUNT_LEVELS] = {
+	CNT_BS, (uint64_t)CNT_BS * CNT_PTRS, (uint64_t)CNT_BS * CNT_PTRS * CNT_PTRS};
+
+static void cnt_put(struct extmap *x, off_t off, size_t len, int tag)
+{
+	g_autofree uint8_t *d = g_malloc(len ? len : 1);
+
+	for (size_t i = 0; i < len; i++)
+		d[i] = pat(tag, off + (off_t)i);
+	ck_assert_int_eq(extmap_write_counted(x, off, d, len, BIG_COALESCE), 0);
+}
+
+/* The count as it should be: a walk over every byte's block. */
+static uint64_t cnt_model(const struct extmap *x, int l)
+{
+	g_autoptr(GPtrArray) a = extents_of(x);
+	g_autoptr(GHashTable) seen = g_hash_table_new(g_int64_hash, g_int64_equal);
+	uint64_t u = x->count.unit[l];
+	g_autofree gint64 *keys = NULL;
+	uint64_t n = 0;
+
+	if (!u)
+		return 0;
+	keys = g_new(gint64, a->len * 4 + 1);
+	for (guint i = 0; i < a->len; i++) {
+		const struct extent *e = a->pdata[i];
+		for (uint64_t b = (uint64_t)e->off / u; b * u < (uint64_t)e->off + e->len; b++) {
+			if (b < x->count.first[l] || g_hash_table_contains(seen, &(gint64){(gint64)b}))
+				continue;
+			/* Small maps only: keys live in a fixed array. */
+			ck_assert_uint_lt(n, a->len * 4 + 1);
+			keys[n] = (gint64)b;
+			g_hash_table_add(seen, &keys[n]);
+			n++;
+		}
+	}
+	return n;
+}
+
+static void ck_counts(const struct extmap *x)
+{
+	ck_assert(!extmap_count_stale(x));
+	for (int l = 0; l < EXT_COUNT_LEVELS; l++)
+		ck_assert_uint_eq(x->count.blocks[l], cnt_model(x, l));
+}
+
+/* The case: 1000 one-byte writes 4 KiB apart need 1000 blocks, not one. */
+START_TEST(test_count_scattered_bytes)
+{
+	struct extmap cm;
+
+	extmap_init(&cm, NULL);
+	extmap_count_reset(&cm, cnt_units, 0);
+	for (int i = 0; i < 1000; i++)
+		cnt_put(&cm, (off_t)i * CNT_BS, 1, 1);
+	ck_assert_uint_eq(cm.bytes, 1000);
+	ck_assert_uint_eq(cm.count.blocks[0], 1000);
+	ck_assert_uint_eq(cm.count.blocks[1], 1); /* 4 MB: one indirect block's range */
+	ck_assert_uint_eq(cm.count.blocks[2], 1);
+	ck_counts(&cm);
+	/* More bytes in blocks already counted need nothing. */
+	cnt_put(&cm, 100, 10, 2);
+	cnt_put(&cm, 0, 2 * CNT_BS, 3);
+	ck_assert_uint_eq(cm.count.blocks[0], 1000);
+	ck_counts(&cm);
+	extmap_clear(&cm);
+}
+END_TEST
+
+/* Blocks below the lower's allocated prefix are not counted; the block
+ * holding the prefix's end is allocated too. */
+START_TEST(test_count_allocated_prefix)
+{
+	struct extmap cm;
+	uint64_t add[EXT_COUNT_LEVELS];
+
+	extmap_init(&cm, NULL);
+	for (int i = 0; i < 1000; i++)
+		cnt_put(&cm, (off_t)i * CNT_BS, 1, 1);
+	extmap_count_reset(&cm, cnt_units, 2 * 1024 * 1024 + 1);
+	ck_assert_uint_eq(cm.count.first[0], 513);
+	ck_assert_uint_eq(cm.count.blocks[0], 1000 - 513);
+	ck_assert_uint_eq(cm.count.blocks[1], 0); /* its indirect block exists */
+	ck_counts(&cm);
+	extmap_count_need(&cm, 0, 100 * CNT_BS, add);
+	ck_assert_uint_eq(add[0], 0);
+	/* A write across the prefix's end: only the blocks past it. */
+	extmap_count_need(&cm, 510 * CNT_BS + 7, 5 * CNT_BS, add);
+	ck_assert_uint_eq(add[0], 0); /* 513..515 already touched */
+	extmap_count_need(&cm, 5000 * CNT_BS - 1, 2, add);
+	ck_assert_uint_eq(add[0], 2);
+	ck_assert_uint_eq(add[1], 1);
+	extmap_clear(&cm);
+}
+END_TEST
+
+/* Many small writes inside one block, and one extent over many blocks. */
+START_TEST(test_count_dense_and_long)
+{
+	struct extmap cm;
+
+	extmap_init(&cm, NULL);
+	extmap_count_reset(&cm, cnt_units, 0);
+	for (int i = 0; i < 40; i++)
+		cnt_put(&cm, 8192 + i * 100, 10, 1);
+	ck_assert_uint_eq(cm.count.blocks[0], 1);
+	cnt_put(&cm, 3 * CNT_BS - 1, 10 * CNT_BS + 2, 2); /* blocks 2..13 */
+	ck_assert_uint_eq(cm.count.blocks[0], 12);
+	ck_counts(&cm);
+	ck_assert_uint_eq(extmap_blocks_in(&cm, 0, UINT64_MAX, CNT_BS), 12);
+	ck_assert_uint_eq(extmap_blocks_in(&cm, 5, 7, CNT_BS), 2);
+	ck_assert_uint_eq(extmap_blocks_in(&cm, 14, UINT64_MAX, CNT_BS), 0);
+	extmap_clear(&cm);
+}
+END_TEST
+
+START_TEST(test_count_truncate)
+{
+	struct extmap cm;
+
+	extmap_init(&cm, NULL);
+	for (int i = 0; i < 100; i++)
+		cnt_put(&cm, (off_t)i * 2 * CNT_BS, 1, 1);
+	extmap_count_reset(&cm, cnt_units, 50 * CNT_BS);
+	ck_assert_uint_eq(cm.count.blocks[0], 75); /* 50, 52, ... 198 */
+	/* Into the middle of a block that keeps a byte: that block stays. */
+	extmap_truncate_counted(&cm, 150 * CNT_BS + 1);
+	ck_assert_uint_eq(cm.count.blocks[0], 51);
+	ck_counts(&cm);
+	/* Below the allocated prefix: it shrinks too, so rewriting past the
+	 * new size counts again. */
+	extmap_truncate_counted(&cm, 10 * CNT_BS);
+	ck_assert_uint_eq(cm.count.first[0], 10);
+	ck_assert_uint_eq(cm.count.blocks[0], 0);
+	cnt_put(&cm, 20 * CNT_BS, 1, 2);
+	ck_assert_uint_eq(cm.count.blocks[0], 1);
+	ck_counts(&cm);
+	extmap_clear(&cm);
+}
+END_TEST
+
+/* A counted complete keeps it exact; a plain one leaves it stale (too high)
+ * until a reset recounts. */
+START_TEST(test_count_complete)
+{
+	struct extmap cm;
+	struct iovec iov[8];
+	int niov;
+	off_t off;
+	size_t len;
+
+	extmap_init(&cm, NULL);
+	extmap_count_reset(&cm, cnt_units, 0);
+	cnt_put(&cm, 0, 3 * CNT_BS, 1);
+	cnt_put(&cm, 10 * CNT_BS, 100, 2);
+	len = extmap_take(&cm, 0, 1 << 20, 1, iov, 8, &niov, &off);
+	ck_assert_uint_eq(len, 3 * CNT_BS);
+	/* Overwritten while in flight: that block stays queued. */
+	cnt_put(&cm, CNT_BS, 10, 3);
+	ck_assert_uint_eq(extmap_complete_counted(&cm, 1, off, len), 3 * CNT_BS - 10);
+	ck_assert_uint_eq(cm.count.blocks[0], 2);
+	ck_counts(&cm);
+	len = extmap_take(&cm, 0, 1 << 20, 2, iov, 8, &niov, &off);
+	ck_assert_uint_eq(extmap_complete(&cm, 2, off, len), len);
+	ck_assert(extmap_count_stale(&cm));
+	ck_assert_uint_ge(cm.count.blocks[0], cnt_model(&cm, 0));
+	cnt_put(&cm, 20 * CNT_BS, 1, 4); /* a stale count stays stale, and high */
+	ck_assert(extmap_count_stale(&cm));
+	extmap_count_reset(&cm, cnt_units, 0);
+	ck_assert_uint_eq(cm.count.blocks[0], 2);
+	ck_counts(&cm);
+	extmap_clear(&cm);
+}
+END_TEST
+
+/* Random counted writes, truncates, takes and completes against the walk. */
+START_TEST(test_count_random)
+{
+	GRand *r = g_rand_new_with_seed(4242 + (guint32)_i);
+	struct extmap cm;
+	struct iovec iov[16];
+	unsigned next = 1;
+
+	extmap_init(&cm, NULL);
+	extmap_count_reset(&cm, (const uint64_t[]){1024, 1024 * 64, 0}, 5000);
+	for (int op = 0; op < 3000; op++) {
+		int dice = g_rand_int_range(r, 0, 100);
+		off_t at = g_rand_int_range(r, 0, 1 << 18);
+		int niov;
+		off_t off;
+		size_t len;
+
+		if (dice < 70) {
+			cnt_put(&cm, at, (size_t)g_rand_int_range(r, 1, dice < 10 ? 9000 : 300), op);
+		} else if (dice < 73) {
+			extmap_truncate_counted(&cm, at);
+		} else {
+			len = extmap_take(&cm, at, (size_t)g_rand_int_range(r, 1, 5000), next, iov,
+					  16, &niov, &off);
+			if (len) {
+				if (dice < 90)
+					extmap_complete_counted(&cm, next, off, len);
+				else
+					extmap_abort(&cm, next, off, len);
+			}
+			next++;
+		}
+		ck_counts(&cm);
+	}
+	extmap_clear(&cm);
+	g_rand_free(r);
+}
+END_TEST
+
+static TCase *count_tcase(void)
+{
+	TCase *ct = tcase_create("count");
+
+	tcase_add_test(ct, test_count_scattered_bytes);
+	tcase_add_test(ct, test_count_allocated_prefix);
+	tcase_add_test(ct, test_count_dense_and_long);
+	tcase_add_test(ct, test_count_truncate);
+	tcase_add_test(ct, test_count_complete);
+	tcase_set_timeout(ct, 60);
+	tcase_add_loop_test(ct, test_count_random, 0, 3);
+	return ct;
+}
+
 static Suite *extents_suite(void)
 {
 	Suite *s = suite_create("extents");
 	TCase *tc = tcase_create("map");
 	TCase *fl = tcase_create("flight");
+	TCase *mem = tcase_create("memory");
 	TCase *rnd = tcase_create("random");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
@@ -864,11 +1446,27 @@ static Suite *extents_suite(void)
 	tcase_add_test(fl, test_abort_requeues);
 	tcase_add_test(fl, test_in_flight_buffer_survives_full_overwrite);
 	tcase_add_test(fl, test_in_flight_buffer_not_moved_by_append);
+	tcase_add_test(fl, test_gen_order);
+	tcase_add_test(fl, test_gen_overwrite_keeps_older);
+	tcase_add_test(fl, test_gen_truncate_takes_a_place);
 	suite_add_tcase(s, fl);
+
+	tcase_add_checked_fixture(mem, setup, teardown);
+	tcase_add_test(mem, test_mem_tiny_writes);
+	tcase_add_test(mem, test_mem_shared_total);
+	tcase_add_test(mem, test_compact_after_overwrites);
+	tcase_add_test(mem, test_compact_after_truncate);
+	tcase_add_test(mem, test_compact_waits_for_flight);
+	tcase_add_test(mem, test_growth_bounded);
+	tcase_add_test(mem, test_enomem_leaves_map);
+	tcase_add_test(mem, test_enomem_append_falls_back);
+	tcase_add_test(mem, test_enomem_take_whole);
+	suite_add_tcase(s, mem);
 
 	tcase_set_timeout(rnd, 60);
 	tcase_add_loop_test(rnd, test_random_against_model, 0, 3);
 	suite_add_tcase(s, rnd);
+	suite_add_tcase(s, count_tcase());
 	return s;
 }
 

@@ -1,5 +1,6 @@
 /* Option parsing: good values land in the struct, every bad value is named. */
 #include <check.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -253,6 +254,57 @@ START_TEST(test_parse_size)
 }
 END_TEST
 
+#define GIB (1ull << 30)
+
+/* queue= above half of MemAvailable is refused, naming queue=, the value and
+ * the limit; at the limit, or with no figure, it is not. */
+START_TEST(test_queue_vs_memory)
+{
+	struct parsed p;
+
+	parse(&p, "queue=64G");
+	ck_assert_uint_eq(p.errors->len, 0); /* within 64K..64G */
+	sched_opts_check_memory(&p.o.sched, 24 * GIB, p.errors);
+	ck_assert_uint_eq(p.errors->len, 1);
+	ck_assert_msg(errors_mention(&p, "queue=64G") && errors_mention(&p, "MemAvailable 24G") &&
+			  errors_mention(&p, "at most queue=12G"),
+		      "message: %s", (char *)p.errors->pdata[0]);
+	done(&p);
+
+	parse(&p, "queue=12G");
+	sched_opts_check_memory(&p.o.sched, 24 * GIB, p.errors);
+	ck_assert_uint_eq(p.errors->len, 0); /* exactly half */
+	sched_opts_check_memory(&p.o.sched, 24 * GIB - 2, p.errors);
+	ck_assert_uint_eq(p.errors->len, 1);
+	done(&p);
+
+	parse(&p, "rw"); /* the default counts too, and no figure means no check */
+	sched_opts_check_memory(&p.o.sched, 100ull << 20, p.errors);
+	ck_assert(errors_mention(&p, "queue=64M"));
+	ck_assert(errors_mention(&p, "at most queue=50M"));
+	g_ptr_array_set_size(p.errors, 0);
+	sched_opts_check_memory(&p.o.sched, 0, p.errors);
+	ck_assert_uint_eq(p.errors->len, 0);
+	done(&p);
+}
+END_TEST
+
+START_TEST(test_parse_meminfo)
+{
+	uint64_t v = 0;
+
+	ck_assert_int_eq(sched_parse_meminfo("MemTotal:       24567890 kB\n"
+					     "MemFree:        23000000 kB\n"
+					     "MemAvailable:   24102416 kB\n"
+					     "Buffers:           12345 kB\n",
+					     &v),
+			 0);
+	ck_assert_uint_eq(v, 24102416ull << 10);
+	ck_assert_int_eq(sched_parse_meminfo("MemTotal: 1 kB\nMemFree: 1 kB\n", &v), -ENOENT);
+	ck_assert_int_eq(sched_parse_meminfo("", &v), -ENOENT);
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
@@ -267,6 +319,8 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_missing_args);
 	tcase_add_test(tc, test_fsname_escapes_commas);
 	tcase_add_test(tc, test_parse_size);
+	tcase_add_test(tc, test_queue_vs_memory);
+	tcase_add_test(tc, test_parse_meminfo);
 	suite_add_tcase(s, tc);
 	return s;
 }

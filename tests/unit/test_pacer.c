@@ -317,22 +317,22 @@ START_TEST(test_gate_meta)
 	/* Served from the caches: flushing resumes at once. */
 	readgate_enter(&g);
 	ck_assert_int_gt(readgate_wait_ns(&g, T0), 0);
-	readgate_leave_meta(&g, T0, T0 + META_MEDIUM_NS - 1);
+	readgate_leave_timed(&g, T0, T0 + META_MEDIUM_NS - 1);
 	ck_assert_int_eq(readgate_wait_ns(&g, T0 + META_MEDIUM_NS - 1), 0);
 	/* Went to the medium: the next step of the walk gets the grace. */
 	readgate_enter(&g);
-	readgate_leave_meta(&g, T0, T0 + 80 * NSEC_PER_MSEC);
+	readgate_leave_timed(&g, T0, T0 + 80 * NSEC_PER_MSEC);
 	ck_assert_int_eq(readgate_wait_ns(&g, T0 + 80 * NSEC_PER_MSEC), grace);
 	ck_assert_int_eq(readgate_wait_ns(&g, T0 + 80 * NSEC_PER_MSEC + grace), 0);
 	/* A slow op that ended before a later read does not pull the grace back. */
 	readgate_enter(&g);
 	readgate_enter(&g);
 	readgate_leave(&g, T0 + NSEC_PER_SEC);
-	readgate_leave_meta(&g, T0, T0 + NSEC_PER_SEC - 1);
+	readgate_leave_timed(&g, T0, T0 + NSEC_PER_SEC - 1);
 	ck_assert_int_eq(readgate_wait_ns(&g, T0 + NSEC_PER_SEC), grace);
 	/* A cached one keeps a pending grace as it is. */
 	readgate_enter(&g);
-	readgate_leave_meta(&g, T0 + NSEC_PER_SEC + 5, T0 + NSEC_PER_SEC + 10);
+	readgate_leave_timed(&g, T0 + NSEC_PER_SEC + 5, T0 + NSEC_PER_SEC + 10);
 	ck_assert_int_eq(readgate_wait_ns(&g, T0 + NSEC_PER_SEC), grace);
 }
 END_TEST

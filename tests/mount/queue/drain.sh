@@ -1,7 +1,8 @@
 #!/bin/bash
-# Drain on exit: with rate=2M, 6 MiB written and closed, then an immediate
-# umount: the daemon exits only once every byte is in the lower file, about
-# 3 s later (not at once, with data lost). The same with SIGTERM instead of
+# Drain on exit: with rate=2M, 6 MiB written and closed; a plain umount is
+# refused (busy) while that is queued, a lazy one detaches, and the daemon
+# exits only once every byte is in the lower file, about 3 s later (not at
+# once, with data lost). The same with SIGTERM instead of
 # umount: the mount goes away and the queue still drains before the exit.
 # usage: drain.sh SLOWMEDIA QIO
 SLOWMEDIA=$1 QIO=$2
@@ -17,7 +18,13 @@ drain_case() {
 		"$QIO" create "$MNT/$name" write=ok 6M "$seed" close=ok
 	t0=$(q_now)
 	if [ "$how" = umount ]; then
-		q_check "umount returns" umount "$MNT"
+		# A plain unmount must not look done while data is queued (the
+		# daemon holds its mount busy); a lazy one detaches and the
+		# daemon drains on.
+		q_check "a plain umount is refused while data is queued" \
+			bash -c "! umount '$MNT' 2>'$Q_TMP/umount.err'"
+		q_check "  and says busy ($(cat "$Q_TMP/umount.err"))" grep -q busy "$Q_TMP/umount.err"
+		q_check "umount -l returns" umount -l "$MNT"
 	else
 		kill -TERM "$pid"
 	fi

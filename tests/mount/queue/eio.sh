@@ -14,14 +14,7 @@
 # usage: eio.sh SLOWMEDIA QIO SLOWDEV
 SLOWMEDIA=$1 QIO=$2 SLOWDEV=${3:-}
 . "$(dirname "$0")/qlib.sh"
-SDLIB=$(dirname "$0")/../../slowdev/slowdev-media.sh
-q_require mkfs.ext2
-if [ ! -x "$SLOWDEV" ] || [ ! -f "$SDLIB" ]; then
-	q_skip "needs the slowdev emulator (tests/slowdev)"
-fi
-export SLOWDEV_BIN=$SLOWDEV
-# shellcheck source=../../slowdev/slowdev-media.sh
-. "$SDLIB"
+q_require_slowdev
 q_init
 
 SD=qt-eio-$$ LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt

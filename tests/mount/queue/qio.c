@@ -21,15 +21,21 @@
  *   sleep MS
  *   gen PATH SIZE SEED      create PATH holding the pattern (plain I/O)
  *   verify PATH SIZE SEED   PATH's first SIZE bytes hold the pattern
+ *   stat PATH               stat(2); bytes= is the size
+ *   readdir DIR             opendir and read every entry; bytes= is the count
+ *   pin PATH                map PATH and mlock it: its pages stay in the page
+ *                           cache until qio exits (whatever drops caches)
  * SIZE takes K and M (binary) suffixes.
  */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -192,6 +198,31 @@ static int do_verify(struct run *r, const char *path, uint64_t len, uint64_t see
 	return err;
 }
 
+static int do_stat(const char *path, uint64_t *bytes)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return errno;
+	*bytes = (uint64_t)st.st_size;
+	return 0;
+}
+
+static int do_readdir(const char *path, uint64_t *bytes)
+{
+	DIR *d = opendir(path);
+	int err;
+
+	if (!d)
+		return errno;
+	errno = 0;
+	while (readdir(d))
+		(*bytes)++;
+	err = errno;
+	closedir(d);
+	return err;
+}
+
 static int open_step(struct run *r, const char *step, const char *path)
 {
 	int flags = strcmp(step, "create") == 0	  ? O_WRONLY | O_CREAT | O_TRUNC
@@ -212,6 +243,28 @@ static void need(int argc, int i, int n, const char *step)
 	}
 }
 
+/* Map and lock the whole file (left mapped until exit); bytes is its size. */
+static int do_pin(const char *path, uint64_t *bytes)
+{
+	int fd = open(path, O_RDONLY), err = 0;
+	struct stat st;
+	void *p;
+
+	if (fd < 0)
+		return errno;
+	if (fstat(fd, &st) < 0 || st.st_size == 0) {
+		err = st.st_size ? errno : EINVAL;
+	} else if ((p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0)) ==
+		   MAP_FAILED) {
+		err = errno;
+	} else if (mlock(p, (size_t)st.st_size) < 0) {
+		err = errno;
+	}
+	*bytes = (uint64_t)st.st_size;
+	close(fd);
+	return err;
+}
+
 static const struct {
 	const char *name;
 	int nargs;
@@ -219,6 +272,7 @@ static const struct {
     {"create", 1},    {"open", 1},  {"append", 1}, {"bs", 1},
     {"sleep", 1},     {"write", 2}, {"fill", 1},   {"fsync", 0},
     {"fdatasync", 0}, {"close", 0}, {"gen", 3},	   {"verify", 3},
+    {"stat", 1},      {"readdir", 1}, {"pin", 1},
 };
 
 /* Run the step at argv[*i] (advancing *i past its arguments); false for a
@@ -260,6 +314,12 @@ static bool run_step(struct run *r, const char *step, char **argv, int argc, int
 	} else if (!strcmp(step, "close")) {
 		*err = close(r->fd) < 0 ? errno : 0;
 		r->fd = -1;
+	} else if (!strcmp(step, "stat")) {
+		*err = do_stat(argv[0], bytes);
+	} else if (!strcmp(step, "readdir")) {
+		*err = do_readdir(argv[0], bytes);
+	} else if (!strcmp(step, "pin")) {
+		*err = do_pin(argv[0], bytes);
 	} else { /* gen, verify */
 		*bytes = parse_size(argv[1]);
 		*err = (step[0] == 'g' ? do_gen : do_verify)(r, argv[0], *bytes,
