@@ -113,6 +113,9 @@ bench_prepare() {
 		}
 	fi
 	SLOWMEDIA_BIN=$SLOWMEDIA_BUILD/fusefs/slowmedia
+	# The daemon's control socket and the arbiter it starts stay in our
+	# state dir; the arbiter is stopped with the daemon (slowmedia_down).
+	export SLOWMEDIA_CTL_DIR=$MEDIA_STATE/ctl SLOWMEDIA_ARBITER_SOCKET=$MEDIA_STATE/arbiter.sock
 	SLOWDEV_BIN=$SLOWMEDIA_BUILD/tests/slowdev/slowdev
 	export SLOWDEV_BIN
 	media_debugfs || log "debugfs not available: no per-device dirty figures"
@@ -262,8 +265,10 @@ slowmedia_mounted() {
 
 # Unmounts slowmedia (its daemon drains the queue as it exits).
 slowmedia_umount() {
+	# Busy while data is queued (the daemon holds its mount): then detach
+	# lazily; the daemon drains and exits, which is what is waited for.
 	if slowmedia_mounted; then
-		umount "$MED_MNT" || return 1
+		umount "$MED_MNT" 2>/dev/null || umount -l "$MED_MNT" || return 1
 	fi
 	while kill -0 "$SM_PID" 2>/dev/null; do sleep 0.05; done
 	wait "$SM_PID" 2>/dev/null
@@ -280,6 +285,7 @@ slowmedia_down() {
 		slowmedia_mounted && umount -l "$MED_MNT"
 		media_pending_add "$MB_PID"
 	fi
+	pkill -f -- "slowmedia-arbiterd --socket $SLOWMEDIA_ARBITER_SOCKET " 2>/dev/null
 	[ -s "$MEDIA_STATE/slowmedia.log" ] && grep -qi error "$MEDIA_STATE/slowmedia.log" &&
 		{ log "slowmedia log:"; sed 's/^/  /' "$MEDIA_STATE/slowmedia.log" | tail -5 >&2; }
 	return 0

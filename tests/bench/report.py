@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""report.py RESULTS.tsv JSON_OUT: the side-by-side table and the JSON.
+"""report.py RESULTS.tsv JSON_OUT [--columns A,B,...]: the side-by-side table and the JSON.
+
+--columns names the columns (default raw,mitigation,slowmedia); the first is
+the reference of the ratio columns (sm/raw: each other column's median over
+the first's).
 
 RESULTS.tsv holds what the harness recorded, one tab-separated line each:
 
@@ -19,6 +23,8 @@ import statistics
 import sys
 
 COLUMNS = ("raw", "mitigation", "slowmedia")
+# How the ratio columns name the default columns.
+SHORT = {"mitigation": "mit", "slowmedia": "sm", "slowmedia_arboff": "off"}
 
 # The figures of a scenario, listed (all null) when the whole scenario could
 # not run, so that readers of the JSON find every name.
@@ -126,27 +132,31 @@ def fmt_ratio(a, b):
 
 
 def main():
+    cols = COLUMNS
+    if len(sys.argv) > 4 and sys.argv[3] == "--columns":
+        cols = tuple(sys.argv[4].split(","))
     order, units, runs, timed, notes = load(sys.argv[1])
     records, rows = [], []
+    ref = cols[0]
     for key in order:
         scen, metric = key
         rec = {"scenario": scen, "metric": metric, "unit": units[key]}
-        for col in COLUMNS:
+        for col in cols:
             rec[col] = summary(runs.get((key, col), []), timed.get((key, col), []))
         scen_notes = notes.get(scen, {})
-        why = {c: scen_notes.get(c, scen_notes.get("-")) for c in COLUMNS
+        why = {c: scen_notes.get(c, scen_notes.get("-")) for c in cols
                if rec[c] is None and (c in scen_notes or "-" in scen_notes)}
         if why:
             rec["notes"] = why
         records.append(rec)
-        rows.append((metric, units[key], fmt_cell(rec["raw"]), fmt_cell(rec["mitigation"]),
-                     fmt_cell(rec["slowmedia"]), fmt_ratio(rec["mitigation"], rec["raw"]),
-                     fmt_ratio(rec["slowmedia"], rec["raw"])))
+        rows.append((metric, units[key]) + tuple(fmt_cell(rec[c]) for c in cols) +
+                    tuple(fmt_ratio(rec[c], rec[ref]) for c in cols[1:]))
     with open(sys.argv[2], "w") as f:
         json.dump(records, f, indent=1)
         f.write("\n")
 
-    head = ("metric", "unit", "raw", "mitigation", "slowmedia", "mit/raw", "sm/raw")
+    head = (("metric", "unit") + cols +
+            tuple("%s/%s" % (SHORT.get(c, c), SHORT.get(ref, ref)) for c in cols[1:]))
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
     line = lambda r: "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
                                for i, (c, w) in enumerate(zip(r, widths)))

@@ -253,7 +253,7 @@ static int do_latread(const char *path, long size, int n, double budget,
 	off_t span, nblocks, *order;
 	pthread_t wd;
 	struct stat st;
-	int fd;
+	int fd = -1;
 
 	lr_lat = calloc(n, sizeof(*lr_lat));
 	if (!lr_lat)

@@ -3,7 +3,7 @@
 # directory and beside libfuse's example passthrough_ll (built here, at run
 # time, from the Debian libfuse3-dev examples; never copied into the repo).
 #
-# usage: run-overhead.sh [--quick] [--fs ext4|tmpfs|both] [--runs N] [--json FILE] [--sm-opts OPTS]
+# usage: run-overhead.sh [--quick] [--fs ext4|tmpfs|both] [--runs N] [--json FILE] [--sm-opts OPTS] [--only meta,seq,dbench,fio]
 #
 # For each lower filesystem (default: both; ext4 is an image on the root disk,
 # attached through a direct-I/O loop device, tmpfs is in memory) three sibling
@@ -14,8 +14,16 @@
 # rotated per round; the table shows the median of the rounds with min and
 # max, and the ratios slowmedia/passthrough_ll and slowmedia/native.
 #
+# Benchmarks (--only takes a comma-separated subset; default all):
+#   meta    metabench: create, stat, unlink of N empty files
+#   seq     seqbench: 1 MiB writes of a big file + fsync, then a cold read
+#   dbench  dbench N clients with its client.txt loadfile, MB/s
+#   fio     fio 4 KiB random read/write 70/30 on one file, a few jobs,
+#           buffered: read and write IOPS, write completion latency p99
+#
 # Needs root, /dev/fuse, cc, pkg-config fuse3 and the libfuse3-dev examples;
-# exits 77 (skip) without them. Always unmounts, kills its daemons, detaches
+# exits 77 (skip) without them (dbench and fio are dropped, with a note,
+# when not installed). Always unmounts, kills its daemons, detaches
 # its loop device and removes its temp files.
 set -euo pipefail
 orig_args=("$@")
@@ -37,6 +45,20 @@ MOUNT_WAIT_TENTHS=100 # 10 s for a daemon to show its mount
 EXIT_WAIT_TENTHS=100  # 10 s for a daemon to exit after its unmount
 META_TARGET=0.9	      # slowmedia/passthrough_ll, the issue's targets
 SEQ_TARGET=1.0
+DBENCH_TARGET=1.0
+FIO_TARGET=1.0
+DBENCH_CLIENTS=4
+FULL_DBENCH_S=30
+QUICK_DBENCH_S=10
+WARM_DBENCH_S=2
+FIO_JOBS=4
+FULL_FIO_MIB=256
+QUICK_FIO_MIB=64
+WARM_FIO_MIB=16
+FULL_FIO_S=30
+QUICK_FIO_S=10
+WARM_FIO_S=2
+ALL_BENCHES="meta seq dbench fio"
 
 files=$FULL_FILES
 mib=$FULL_MIB
@@ -44,6 +66,10 @@ runs=3
 fs_list="ext4 tmpfs"
 json=$build/bench-overhead.json
 sm_opts=()
+dbench_s=$FULL_DBENCH_S
+fio_mib=$FULL_FIO_MIB
+fio_s=$FULL_FIO_S
+benches=$ALL_BENCHES
 
 usage() {
 	sed -n '6p' "$0" | sed 's/^# //' >&2
@@ -52,7 +78,9 @@ usage() {
 
 while [ $# -gt 0 ]; do
 	case $1 in
-	--quick) files=$QUICK_FILES mib=$QUICK_MIB ;;
+	--quick)
+		files=$QUICK_FILES mib=$QUICK_MIB
+		dbench_s=$QUICK_DBENCH_S fio_mib=$QUICK_FIO_MIB fio_s=$QUICK_FIO_S ;;
 	--fs)
 		[ $# -ge 2 ] || usage
 		case $2 in ext4 | tmpfs) fs_list=$2 ;; both) fs_list="ext4 tmpfs" ;; *) usage ;; esac
@@ -68,6 +96,15 @@ while [ $# -gt 0 ]; do
 	--sm-opts)
 		[ $# -ge 2 ] || usage
 		sm_opts=(-o "$2")
+		shift ;;
+	--only)
+		[ $# -ge 2 ] || usage
+		benches=
+		for b in ${2//,/ }; do
+			[[ " $ALL_BENCHES " == *" $b "* ]] || usage
+			benches+=" $b"
+		done
+		[ -n "$benches" ] || usage
 		shift ;;
 	*) usage ;;
 	esac
@@ -88,6 +125,26 @@ command -v cc >/dev/null || skip "needs cc"
 pkg-config --exists fuse3 || skip "needs fuse3.pc (libfuse3-dev)"
 ls "$examples"/passthrough_ll.c* >/dev/null 2>&1 || skip "no $examples/passthrough_ll.c"
 
+has() { [[ " $benches " == *" $1 "* ]]; }
+
+# drop BENCH REASON: a missing tool costs its benchmark only.
+drop() {
+	echo "run-overhead: note: $1 not run: $2" >&2
+	benches=$(tr ' ' '\n' <<<"$benches" | grep -vx "$1" | tr '\n' ' ')
+}
+loadfile=
+if has dbench; then
+	if ! command -v dbench >/dev/null; then
+		drop dbench "dbench not installed"
+	else
+		loadfile=$(dpkg -L dbench 2>/dev/null | grep '/client\.txt$' | head -1) || true
+		[ -n "$loadfile" ] || loadfile=/usr/share/dbench/client.txt
+		[ -r "$loadfile" ] || drop dbench "no dbench loadfile client.txt"
+	fi
+fi
+has fio && ! command -v fio >/dev/null && drop fio "fio not installed"
+[ -n "${benches// /}" ] || skip "none of the chosen benchmarks can run"
+
 # A private mount namespace: a namespace someone else unshares meanwhile cannot
 # copy our mounts (keeping our daemons serving after our umount), and whatever
 # happens to this script, its mounts die with it.
@@ -102,10 +159,13 @@ lower_mounts=() # ext4/tmpfs mountpoints
 fuse_mounts=()	# FUSE mountpoints
 daemon_pids=()
 declare -A pid_of # daemon name -> pid
+tool_pid=	# the benchmark tool running now, leader of its own process group
 
 cleanup() {
 	local m p
 	set +e
+	# dbench and fio fork their clients and jobs: end the whole group.
+	[ -n "$tool_pid" ] && kill -TERM -- "-$tool_pid" 2>/dev/null
 	for m in "${fuse_mounts[@]}"; do
 		mountpoint -q "$m" && umount -l "$m"
 	done
@@ -182,9 +242,11 @@ stop_daemon() {
 	[ "$rc" = 0 ] || { echo "run-overhead: daemon on $mnt exited $rc" >&2; exit 1; }
 }
 
-# setup_lower FS: mounts a fresh FS at $tmp/FS, sized for three big files.
+# setup_lower FS: mounts a fresh FS at $tmp/FS, sized for three big files
+# (seq) or for one fio file and the dbench trees.
 setup_lower() {
-	local fs=$1 root=$tmp/$1 size_mib=$((3 * mib + 1024))
+	local fs=$1 root=$tmp/$1 size_mib=$((2 * fio_mib + 2048))
+	has seq && ((3 * mib + 1024 > size_mib)) && size_mib=$((3 * mib + 1024))
 	mkdir -p "$root"
 	case $fs in
 	ext4)
@@ -216,15 +278,57 @@ teardown_lower() {
 declare -A dir_of result
 targets=(native passthrough_ll slowmedia)
 
-# bench FS TARGET CMD...: runs one benchmark tool, names the target if it fails.
+# bench FS TARGET CMD...: runs one benchmark tool, names the target if it
+# fails. The tool runs in a process group of its own (job control on for
+# its start), so that cleanup can end it with everything it forked, wherever
+# the script is stopped.
 bench() {
-	local fs=$1 t=$2 out
+	local fs=$1 t=$2 rc=0
 	shift 2
-	if ! out=$("$@"); then
-		echo "run-overhead: failed on $fs/$t: $*" >&2
+	set -m
+	"$@" >"$tmp/bench.out" &
+	tool_pid=$!
+	set +m
+	wait "$tool_pid" || rc=$?
+	tool_pid=
+	if [ "$rc" != 0 ]; then
+		echo "run-overhead: failed on $fs/$t (exit $rc): $*" >&2
 		exit 1
 	fi
-	record "$fs" "$t" "$out"
+	record "$fs" "$t" "$(cat "$tmp/bench.out")"
+}
+
+# dbench_run DIR SECONDS: dbench's throughput as a "dbench MB/s" line.
+dbench_run() {
+	local out tp
+	out=$(dbench -c "$loadfile" -D "$1" -t "$2" "$DBENCH_CLIENTS" 2>&1) || {
+		tail -5 <<<"$out" >&2
+		return 1
+	}
+	tp=$(awk '/^Throughput/ { print $2 }' <<<"$out")
+	[ -n "$tp" ] || { tail -5 <<<"$out" >&2; return 1; }
+	echo "dbench $tp MB/s"
+}
+
+# fio_run DIR MIB SECONDS: FIO_JOBS jobs of 4 KiB buffered random I/O, 70%
+# reads, on one shared MIB file (laid out and fsynced by fio before the
+# timed part); prints read and write IOPS and the write completion p99.
+fio_run() {
+	local dir=$1 size=$2 secs=$3
+	fio --name=randrw --filename="$dir/fio.dat" --size="${size}M" --rw=randrw \
+		--rwmixread=70 --bs=4k --direct=0 --ioengine=psync --numjobs="$FIO_JOBS" \
+		--time_based --runtime="$secs" --group_reporting \
+		--output-format=json --output="$tmp/fio.json" >/dev/null || return 1
+	rm -f "$dir/fio.dat"
+	python3 - "$tmp/fio.json" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+job = json.loads(text[text.index("{"):])["jobs"][0]  # group_reporting: one
+p99 = job["write"]["clat_ns"].get("percentile", {}).get("99.000000", 0)
+print("fio_rd %.1f IOPS" % job["read"]["iops"])
+print("fio_wr %.1f IOPS" % job["write"]["iops"])
+print("fio_wp99 %.4f ms" % (p99 / 1e6))
+PY
 }
 
 # record FS TARGET OUTPUT: keeps the values of a tool's "name value unit" lines.
@@ -239,19 +343,39 @@ record() {
 run_round() {
 	local fs=$1 r=$2 i t d order=()
 	for i in 0 1 2; do order+=("${targets[$(((r + i) % 3))]}"); done
-	for t in "${order[@]}"; do
-		d=${dir_of[$t]}/meta.$r
-		mkdir "$d"
-		bench "$fs" "$t" "$metabench" "$d" "$files"
-		rmdir "$d"
-	done
-	for t in "${order[@]}"; do
-		bench "$fs" "$t" "$seqbench" write "${dir_of[$t]}/big.$r" "$mib"
-	done
-	for t in "${order[@]}"; do
-		bench "$fs" "$t" "$seqbench" read "${dir_of[$t]}/big.$r"
-		rm -f "${dir_of[$t]}/big.$r"
-	done
+	if has meta; then
+		for t in "${order[@]}"; do
+			d=${dir_of[$t]}/meta.$r
+			mkdir "$d"
+			bench "$fs" "$t" "$metabench" "$d" "$files"
+			rmdir "$d"
+		done
+	fi
+	if has seq; then
+		for t in "${order[@]}"; do
+			bench "$fs" "$t" "$seqbench" write "${dir_of[$t]}/big.$r" "$mib"
+		done
+		for t in "${order[@]}"; do
+			bench "$fs" "$t" "$seqbench" read "${dir_of[$t]}/big.$r"
+			rm -f "${dir_of[$t]}/big.$r"
+		done
+	fi
+	if has dbench; then
+		for t in "${order[@]}"; do
+			d=${dir_of[$t]}/dbench.$r
+			mkdir "$d"
+			bench "$fs" "$t" dbench_run "$d" "$dbench_s"
+			rm -rf "$d"
+		done
+	fi
+	if has fio; then
+		for t in "${order[@]}"; do
+			d=${dir_of[$t]}/fio.$r
+			mkdir "$d"
+			bench "$fs" "$t" fio_run "$d" "$fio_mib" "$fio_s"
+			rmdir "$d"
+		done
+	fi
 }
 
 # Unrecorded: lets each daemon start its threads and each fs allocate once.
@@ -260,11 +384,15 @@ warm_up() {
 	for t in "${targets[@]}"; do
 		d=${dir_of[$t]}
 		mkdir "$d/warm"
-		"$metabench" "$d/warm" "$WARM_FILES" >/dev/null
-		rmdir "$d/warm"
-		"$seqbench" write "$d/warm.big" "$WARM_MIB" >/dev/null
-		"$seqbench" read "$d/warm.big" >/dev/null
-		rm "$d/warm.big"
+		if has meta; then "$metabench" "$d/warm" "$WARM_FILES" >/dev/null; fi
+		if has seq; then
+			"$seqbench" write "$d/warm.big" "$WARM_MIB" >/dev/null
+			"$seqbench" read "$d/warm.big" >/dev/null
+			rm "$d/warm.big"
+		fi
+		if has dbench; then bench warm "$t" dbench_run "$d/warm" "$WARM_DBENCH_S"; fi
+		if has fio; then bench warm "$t" fio_run "$d/warm" "$WARM_FIO_MIB" "$WARM_FIO_S"; fi
+		rm -rf "$d/warm"
 	done
 }
 
@@ -287,45 +415,69 @@ bench_fs() {
 	teardown_lower "$fs"
 }
 
-# stats "v1 v2 ...": prints "median min max".
+# stats "v1 v2 ..." [DECIMALS]: prints "median min max" (1 decimal by default).
 stats() {
-	tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '
+	tr ' ' '\n' <<<"$1" | grep . | sort -g | awk -v d="${2:-1}" '
 		{ v[NR] = $1 }
 		END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-		      printf "%.1f %.1f %.1f\n", m, v[1], v[NR] }'
+		      f = "%." d "f"
+		      printf f " " f " " f "\n", m, v[1], v[NR] }'
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
-metrics=(create stat unlink files write read)
+metrics=()
+has meta && metrics+=(create stat unlink files)
+has seq && metrics+=(write read)
+has dbench && metrics+=(dbench)
+has fio && metrics+=(fio_rd fio_wr fio_wp99)
 declare -A unit_of=([create]=ops/s [stat]=ops/s [unlink]=ops/s [files]=files/s
-	[write]=MB/s [read]=MB/s)
-declare -A target_of=([files]=$META_TARGET [write]=$SEQ_TARGET [read]=$SEQ_TARGET)
+	[write]=MB/s [read]=MB/s [dbench]=MB/s [fio_rd]=IOPS [fio_wr]=IOPS [fio_wp99]=ms)
+declare -A target_of=([files]=$META_TARGET [write]=$SEQ_TARGET [read]=$SEQ_TARGET
+	[dbench]=$DBENCH_TARGET [fio_rd]=$FIO_TARGET [fio_wr]=$FIO_TARGET)
+# Decimals kept for a metric (JSON and table); default 1 in JSON, 0 in the table.
+declare -A prec_of=([fio_wp99]=3)
+
+# The parameters of a metric's benchmark, as JSON fields.
+json_params() {
+	case $1 in
+	dbench) printf ',"clients":%d,"seconds":%d' "$DBENCH_CLIENTS" "$dbench_s" ;;
+	fio_*) printf ',"jobs":%d,"fio_mib":%d,"seconds":%d,"rwmixread":70,"bs":4096' \
+		"$FIO_JOBS" "$fio_mib" "$fio_s" ;;
+	*) printf ',"files":%d,"file_mib":%d' "$files" "$mib" ;;
+	esac
+}
 
 json_target() {
 	local fs=$1 m=$2 t=$3 med min max
-	read -r med min max <<<"$(stats "${result[$fs/$m/$t]}")"
+	read -r med min max <<<"$(stats "${result[$fs/$m/$t]}" "${prec_of[$m]:-1}")"
 	printf '"%s":{"median":%s,"min":%s,"max":%s,"runs":[%s]}' "$t" "$med" "$min" \
 		"$max" "$(tr -s ' ' ',' <<<"${result[$fs/$m/$t]% }")"
 }
 
 # One JSON record per (lower fs, metric); the table goes to stdout meanwhile.
 report() {
-	local fs m t row med min max verdict r js="" sep=""
+	local fs m t row med min max verdict r js="" sep="" what="" d f
 	declare -A med_of
+	{ has meta || has seq; } && what+=", $files files, $mib MiB file"
+	has dbench && what+=", dbench $DBENCH_CLIENTS clients ${dbench_s} s"
+	has fio && what+=", fio ${FIO_JOBS} jobs 4k randrw 70/30 ${fio_mib} MiB ${fio_s} s"
 	for fs in $fs_list; do
-		printf '\nFUSE overhead, lower fs %s: %d files, %d MiB file; median [min-max] of %d runs%s\n' \
-			"$fs" "$files" "$mib" "$runs" "${sm_opts[1]:+; slowmedia -o ${sm_opts[1]}}"
-		printf '%-7s %-8s %22s %22s %22s %6s %6s %s\n' metric unit native \
+		printf '\nFUSE overhead, lower fs %s%s; median [min-max] of %d runs%s\n' \
+			"$fs" "$what" "$runs" "${sm_opts[1]:+; slowmedia -o ${sm_opts[1]}}"
+		printf '%-8s %-8s %25s %25s %25s %6s %6s %s\n' metric unit native \
 			passthrough_ll slowmedia sm/pll sm/nat target
 		for m in "${metrics[@]}"; do
-			row=$(printf '%-7s %-8s' "$m" "${unit_of[$m]}")
-			js+=$(printf '%s\n{"scenario":"overhead","lower":"%s","metric":"%s","unit":"%s","files":%d,"file_mib":%d,"slowmedia_opts":"%s"' \
-				"$sep" "$fs" "$m" "${unit_of[$m]}" "$files" "$mib" "${sm_opts[1]:-}")
+			row=$(printf '%-8s %-8s' "$m" "${unit_of[$m]}")
+			js+=$(printf '%s\n{"scenario":"overhead","lower":"%s","metric":"%s","unit":"%s"%s,"slowmedia_opts":"%s"' \
+				"$sep" "$fs" "$m" "${unit_of[$m]}" "$(json_params "$m")" "${sm_opts[1]:-}")
+			d=${prec_of[$m]:-0}
+			f="%.${d}f"
 			for t in "${targets[@]}"; do
-				read -r med min max <<<"$(stats "${result[$fs/$m/$t]}")"
+				read -r med min max <<<"$(stats "${result[$fs/$m/$t]}" "${prec_of[$m]:-1}")"
 				med_of[$t]=$med
-				row+=$(printf ' %22s' "$(printf '%.0f [%.0f-%.0f]' "$med" "$min" "$max")")
+				# shellcheck disable=SC2059 # the format is ours
+				row+=$(printf ' %25s' "$(printf "$f [$f-$f]" "$med" "$min" "$max")")
 				js+=,$(json_target "$fs" "$m" "$t")
 			done
 			r=$(ratio "${med_of[slowmedia]}" "${med_of[passthrough_ll]}")
