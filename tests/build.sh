@@ -10,4 +10,9 @@ if [ ! -f build/build.ninja ]; then
 else
 	meson configure build -Dwerror=$werror >/dev/null
 fi
-ninja -C build >/dev/null
+# ninja prints compiler errors on stdout: keep them when the build fails.
+if ! out=$(ninja -C build 2>&1); then
+	printf '%s\n' "$out" >&2
+	echo "build: the build failed" >&2
+	exit 1
+fi

@@ -4,9 +4,9 @@
 set -euo pipefail
 
 pkgs=(build-essential pkg-config meson ninja-build
-      libfuse3-dev fuse3 libglib2.0-dev libev-dev check
-      e2fsprogs util-linux attr acl kmod psmisc procps
-      fio dbench bonnie++ fusefat dosfstools python3)
+      libfuse3-dev fuse3 libglib2.0-dev libev-dev check libmount-dev
+      e2fsprogs util-linux attr acl kmod psmisc procps systemd
+      fio dbench bonnie++ fusefat dosfstools mtools python3 python3-matplotlib)
 
 missing=()
 for p in "${pkgs[@]}"; do
