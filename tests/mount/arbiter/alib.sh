@@ -32,6 +32,9 @@
 #                           writers killed, slowdev fast, each MNT stopped,
 #                           then ml_finish
 #   a_gen FILE MB           a file of MB MiB of random bytes
+#   a_cold_file FILE MB     a_gen on a lower while slowdev is fast, synced and
+#                           dropped from the page cache (every read through a
+#                           mount then reaches slowdev); slowdev slow again
 #   a_share X Y             X's share of X + Y in percent (one decimal)
 #   a_window SECS [MNT...]  sample slowdev's a.write_bytes and b.write_bytes every
 #                           A_SAMPLE_S for SECS: A_DA, A_DB (bytes in the window),
@@ -200,6 +203,16 @@ a_wait_writer() {
 
 a_gen() {
 	head -c "$(($2 << 20))" /dev/urandom >"$1"
+}
+
+a_cold_file() {
+	a_fast
+	a_gen "$1" "$2"
+	sync -f "$(dirname "$1")"
+	"$A_PY" -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$1"
+	slowdev_ctl "$A_SD" "fast off"
 }
 
 a_share() {

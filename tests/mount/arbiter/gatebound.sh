@@ -25,13 +25,7 @@ PERIOD_S=0.6 MIN_PCT=30 CHUNK_MIN=65536 MIN_READ_MB=4 MAX_READ_S=1
 # The file to read, written straight to the lower while the medium is fast,
 # then dropped from the page cache: every read through the mount reaches
 # slowdev.
-a_fast
-a_gen "$LA/big" "$FILE_MB"
-sync -f "$LA"
-"$A_PY" -c 'import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$LA/big"
-slowdev_ctl "$A_SD" "fast off"
+a_cold_file "$LA/big" "$FILE_MB"
 
 mkdir -p "$MA"
 ML_DAEMON=$SLOWMEDIA ml_start "$LA" "$MA" -o "queue=$A_QUEUE,arbiter=off"

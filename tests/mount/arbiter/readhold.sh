@@ -27,13 +27,7 @@ PERIOD_S=1.1 MIN_PCT=30 CHUNK_MIN=65536 MIN_READ_MB=4 MAX_READ_S=1
 
 # B's file, written straight to its lower while the medium is fast, then
 # dropped from the page cache: every read through the mount reaches slowdev.
-a_fast
-a_gen "$LB/big" "$FILE_MB"
-sync -f "$LB"
-"$A_PY" -c 'import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$LB/big"
-slowdev_ctl "$A_SD" "fast off"
+a_cold_file "$LB/big" "$FILE_MB"
 
 a_start "$LA" "$MA" "queue=$A_QUEUE"
 a_start "$LB" "$MB" "queue=$A_QUEUE"
