@@ -175,6 +175,9 @@ int inode_fd_pair_get(struct slowmedia *fs, struct sm_inode *a, struct sm_inode 
 /* name in dir was made or renamed on the lower: at risk until the medium's
  * metadata is flushed (the queue's loss report names it). */
 void note_entry(struct slowmedia *fs, struct sm_inode *dir, const char *name);
+/* The lower's absolute path of dir/name into path: 0, or -1. */
+int entry_path(struct slowmedia *fs, struct sm_inode *dir, const char *name, char *path,
+	       size_t size);
 /* After an op made name in dir (r == 0): reply with its entry; else the error. */
 void reply_new_entry(fuse_req_t req, struct slowmedia *fs, struct sm_inode *dir,
 		     const char *name, int r);

@@ -232,11 +232,23 @@ int main(int argc, char *argv[])
 	fs.wq = wq_new(&fs.opts.sched, fd,
 		       &(struct wq_hooks){.ctx = &fs, .hold = hold_inode, .release = release_inode},
 		       fd_budget() / 4);
+	/* Before mounting: a spool that cannot be used, or a replay of an earlier
+	 * run's journal that cannot complete, mounts nothing. */
+	{
+		char why[1024];
+		if (wq_spool_open(fs.wq, why, sizeof(why)) < 0) {
+			fprintf(stderr, "%s: %s\n", prog, why);
+			sm_err("%s", why);
+			r = 1;
+			goto out_wq;
+		}
+	}
 	if (!fs.opts.has_max_threads)
 		cmd.max_threads = MAX_THREADS_DEFAULT;
 	if (cmd.max_idle_threads == 0 || cmd.max_idle_threads > MAX_THREADS_LIMIT)
 		cmd.max_idle_threads = MAX_IDLE_THREADS;
 	r = serve(&fs, &args, &cmd);
+out_wq:
 	wq_free(fs.wq);
 	inode_table_destroy(&fs);
 	close(fd);

@@ -104,6 +104,8 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, in
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *dir = inode_from_ino(fs, parent);
 	struct sm_name_hold victim = {0};
+	char path[PATH_MAX];
+	bool spooled = wq_spooling(fs->wq) && entry_path(fs, dir, name, path, sizeof(path)) == 0;
 	int pfd, r;
 
 	pfd = r = named_dir_fd_get(fs, dir, name);
@@ -113,6 +115,8 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, in
 		release_victim(fs, dir, name, r == 0, &victim);
 		inode_fd_put(fs, dir);
 	}
+	if (r == 0 && spooled)
+		wq_note_rename(fs->wq, path, NULL); /* its journaled writes are void */
 	fuse_reply_err(req, -r);
 }
 
@@ -142,8 +146,15 @@ void sm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *from = inode_from_ino(fs, parent), *to = inode_from_ino(fs, newparent);
 	struct sm_name_hold victim = {0};
+	char path[PATH_MAX], newpath[PATH_MAX];
+	bool spooled = false;
 	int pfd, npfd, r;
 
+	/* The spool follows moved names of files it journaled (not exchanges:
+	 * their journaled writes then count on the file handle alone). */
+	if (wq_spooling(fs->wq) && !(flags & RENAME_EXCHANGE))
+		spooled = entry_path(fs, from, name, path, sizeof(path)) == 0 &&
+			  entry_path(fs, to, newname, newpath, sizeof(newpath)) == 0;
 	r = check_name(name);
 	if (r == 0)
 		r = check_name(newname);
@@ -163,6 +174,10 @@ void sm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	inode_fd_put(fs, from);
 	if (r == 0)
 		note_entry(fs, to, newname);
+	if (r == 0 && spooled) {
+		wq_note_rename(fs->wq, newpath, NULL); /* a replaced file */
+		wq_note_rename(fs->wq, path, newpath);
+	}
 out:
 	fuse_reply_err(req, -r);
 }

@@ -36,19 +36,28 @@ int inode_fd_pair_get(struct slowmedia *fs, struct sm_inode *a, struct sm_inode 
 	return 0;
 }
 
-void note_entry(struct slowmedia *fs, struct sm_inode *dir, const char *name)
+int entry_path(struct slowmedia *fs, struct sm_inode *dir, const char *name, char *path,
+	       size_t size)
 {
-	char proc[PROC_FD_PATH_MAX], path[PATH_MAX];
+	char proc[PROC_FD_PATH_MAX];
 	ssize_t n;
 
 	if (inode_path_get(fs, dir, proc) < 0)
-		return;
-	n = readlink(proc, path, sizeof(path));
+		return -1;
+	n = readlink(proc, path, size);
 	inode_fd_put(fs, dir);
-	if (n <= 0 || (size_t)n + 1 + strlen(name) >= sizeof(path))
-		return;
-	snprintf(path + n, sizeof(path) - (size_t)n, "%s%s", path[n - 1] == '/' ? "" : "/", name);
-	wq_note_entry(fs->wq, path);
+	if (n <= 0 || (size_t)n + 1 + strlen(name) >= size)
+		return -1;
+	snprintf(path + n, size - (size_t)n, "%s%s", path[n - 1] == '/' ? "" : "/", name);
+	return 0;
+}
+
+void note_entry(struct slowmedia *fs, struct sm_inode *dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	if (entry_path(fs, dir, name, path, sizeof(path)) == 0)
+		wq_note_entry(fs->wq, path);
 }
 
 void reply_new_entry(fuse_req_t req, struct slowmedia *fs, struct sm_inode *dir,

@@ -229,10 +229,17 @@ void sm_options_check_paths(struct sm_options *o, GPtrArray *errors)
 	else if (o->mountpoint && !S_ISDIR(st.st_mode))
 		g_ptr_array_add(errors,
 				g_strdup_printf("MOUNTPOINT %s is not a directory", o->mountpoint));
-	if (o->sched.spool_dir &&
-	    (stat(o->sched.spool_dir, &st) < 0 || !S_ISDIR(st.st_mode)))
-		g_ptr_array_add(errors, g_strdup_printf("spool=%s: not a directory",
-							o->sched.spool_dir));
+	/* A missing spool directory is made (0700) if its parent exists. */
+	if (o->sched.spool_dir) {
+		g_autofree char *parent = g_path_get_dirname(o->sched.spool_dir);
+		if (stat(o->sched.spool_dir, &st) == 0 && !S_ISDIR(st.st_mode))
+			g_ptr_array_add(errors, g_strdup_printf("spool=%s: not a directory",
+								o->sched.spool_dir));
+		else if (stat(parent, &st) < 0 || !S_ISDIR(st.st_mode))
+			g_ptr_array_add(errors,
+					g_strdup_printf("spool=%s: its parent %s is not a directory",
+							o->sched.spool_dir, parent));
+	}
 	/* queue= is memory: read what the machine has once, here (no figure: no check). */
 	if (g_file_get_contents("/proc/meminfo", &meminfo, NULL, NULL) &&
 	    sched_parse_meminfo(meminfo, &mem_available) == 0)

@@ -162,6 +162,7 @@ static void flush_truncate(struct wq *q, struct wq_file *f)
 		note_success(q, f, path);
 		risk_add_path(q, path);
 		f->seq++;
+		sq_progress(q, f);
 	}
 }
 
@@ -224,6 +225,7 @@ static size_t flush_chunk(struct wq *q, struct wq_file *f)
 	q->queued -= extmap_complete_counted(&f->map, id, off, len);
 	f->cursor = off + (off_t)len;
 	f->seq++;
+	sq_progress(q, f);
 	q->flushed_bytes += len;
 	q->chunks++;
 	pacer_done(&q->pacer, len, t0, t1, seeks);
@@ -266,10 +268,14 @@ static void sync_medium(struct wq *q)
 {
 	int64_t t0 = now_ns(), t1, t2, swept = 0, took;
 	bool streaming = q->dirty.length > 0;
+	GHashTable *spooled;
 	int r, err;
 
 	if (q->sync_fd < 0)
 		return;
+	/* Spool records whose data is on the lower now: released if this syncfs
+	 * puts it on the medium. */
+	spooled = sq_take_done(q);
 	policy_meta_begin(&q->meta, t0);
 	/* What changes from now on is not covered by this flush. */
 	risk_flush_begin(&q->risk);
@@ -280,11 +286,17 @@ static void sync_medium(struct wq *q)
 	r = syncfs(q->sync_fd);
 	err = r < 0 ? errno : 0;
 	t2 = now_ns();
+	if (spooled && !err)
+		sq_done_synced(q, spooled, true); /* unlinks segments: not under the lock */
 	took = swept + (t2 - t1);
 	sm_dbg("metadata of the medium: sweep %lld ms (writing %lld), syncfs %lld ms",
 	       (long long)((t1 - t0) / NSEC_PER_MSEC), (long long)(swept / NSEC_PER_MSEC),
 	       (long long)((t2 - t1) / NSEC_PER_MSEC));
 	pthread_mutex_lock(&q->lock);
+	if (spooled && err)
+		sq_done_synced(q, spooled, false); /* kept for the next flush */
+	else if (spooled)
+		pthread_cond_broadcast(&q->space); /* the spool shrank */
 	q->head_moved = true;
 	/* Only a flush in the middle of a stream prices the next one: the one
 	 * after the queue ran empty finds what a single file left (next to
@@ -442,6 +454,8 @@ int wq_start(struct wq *q)
 	}
 	if (pthread_create(&q->admitter, NULL, wq_admitter_main, q) != 0)
 		return -EAGAIN;
+	if (sq_start(q) < 0)
+		return -EAGAIN;
 	q->admitter_started = true;
 	pthread_setname_np(q->admitter, "sm-admit");
 	return 0;
@@ -454,8 +468,13 @@ static void report_lost(struct wq *q)
 
 	for (GList *l = q->dirty.head; l; l = l->next) {
 		struct wq_file *f = l->data;
-		wq_err(q, "%s: %" G_GUINT64_FORMAT " bytes could not be written (%s); they are lost",
-		       wqf_path(f, path, sizeof(path)), f->map.bytes, g_strerror(-f->error));
+		if (q->sq)
+			wq_err(q, "%s: %" G_GUINT64_FORMAT " bytes could not be written (%s); they "
+			       "stay in the spool and are written at the next mount of this medium",
+			       wqf_path(f, path, sizeof(path)), f->map.bytes, g_strerror(-f->error));
+		else
+			wq_err(q, "%s: %" G_GUINT64_FORMAT " bytes could not be written (%s); they are lost",
+			       wqf_path(f, path, sizeof(path)), f->map.bytes, g_strerror(-f->error));
 	}
 }
 
@@ -545,6 +564,7 @@ void wq_free(struct wq *q)
 	for (unsigned i = 0; i < q->nthreads; i++)
 		pthread_join(q->threads[i], NULL);
 	g_free(q->threads);
+	sq_close(q);
 	g_ptr_array_free(q->to_release, TRUE);
 	g_array_free(q->to_close, TRUE);
 	g_ptr_array_free(q->to_log, TRUE);

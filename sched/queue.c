@@ -393,6 +393,7 @@ void wqf_clean(struct wq *q, struct wq_file *f)
 		f->restoring = true;
 	}
 	f->times_set = false;
+	sq_progress(q, f);
 	g_queue_unlink(&q->dirty, &f->link);
 	f->link.data = NULL;
 	__atomic_store_n(&f->dirty, false, __ATOMIC_RELEASE);
@@ -475,6 +476,8 @@ void wq_unlock_and_release(struct wq *q)
 			if (c->times_set) {
 				c->f->restoring = false;
 				c->f->seq++; /* a stat taken before sees it changed */
+				c->f->stimes_gen = 0;
+				sq_progress(q, c->f);
 			}
 		}
 		pthread_cond_broadcast(&q->done);
@@ -533,6 +536,7 @@ void wq_file_free(struct wq_file *f)
 	if (!f)
 		return;
 	extmap_clear(&f->map);
+	sq_file_free(f);
 	if (f->dfd >= 0)
 		close(f->dfd);
 	if (f->fd >= 0)
@@ -612,6 +616,9 @@ static bool room_for(const struct wq *q, const struct wq_file *f, size_t len)
 	uint64_t cap = q->opts.queue_bytes;
 
 	if (!f->dirty && q->dirty.length >= q->max_dirty)
+		return false;
+	/* The spool holds spool_max: room comes with the next metadata flush. */
+	if (q->sq && q->dirty.length && sq_full(q))
 		return false;
 	/* queue= bounds memory, not data bytes (extents.h: extmap_write_cost).
 	 * Only a full queue needs the walk over the files. */
@@ -706,6 +713,11 @@ static ssize_t queue_write(struct wq *q, struct wq_file *f, int fd, const void *
 	account(q, f);
 	touch_mtime(f);
 	pthread_cond_signal(&q->work);
+	/* Journaled after it is queued: a write the spool refuses still lands,
+	 * but its writer hears the error (the spool's disk is full or failing). */
+	r = sq_append(q, f, SPJ_WRITE, (uint64_t)off, len, 0, data, len, extmap_gen(&f->map), NULL);
+	if (r < 0)
+		return r;
 	return (ssize_t)len;
 }
 
@@ -743,6 +755,11 @@ ssize_t wq_write(struct wq *q, struct wq_file *f, int fd, const void *data, size
 	r = queue_write(q, f, fd, data, len, off);
 out:
 	pthread_mutex_unlock(&q->lock);
+	if (r > 0) {
+		int d = sq_durable(q); /* spool_sync=0: on the spool's disk first */
+		if (d < 0)
+			r = d;
+	}
 	return r;
 }
 
@@ -774,6 +791,11 @@ void *wq_admitter_main(void *arg)
 		else
 			r = queue_write(q, p->f, p->fd, p->data, p->len, p->off);
 		pthread_mutex_unlock(&q->lock);
+		if (r > 0) {
+			int d = sq_durable(q);
+			if (d < 0)
+				r = d;
+		}
 		p->done(p->ctx, r);
 		g_free(p->data);
 		g_free(p);
@@ -891,9 +913,14 @@ int wq_truncate(struct wq *q, struct wq_file *f, off_t size)
 
 	pthread_mutex_lock(&q->lock);
 	if (!f->dirty) {
-		/* Nothing queued: order is trivially kept, the caller truncates now. */
+		/* Nothing queued: order is trivially kept, the caller truncates now;
+		 * the spool must not replay older writes of it past the new end. */
+		r = f->skey ? sq_append(q, f, SPJ_TRUNCATE, (uint64_t)size, 0, 0, NULL, 0,
+					extmap_next_gen(&f->map), NULL)
+			    : 0;
+		sq_progress(q, f);
 		pthread_mutex_unlock(&q->lock);
-		return 1;
+		return r < 0 ? r : 1;
 	}
 	if (f->error) {
 		/* Refused, like a write: a truncate reported failed must not be
@@ -907,18 +934,40 @@ int wq_truncate(struct wq *q, struct wq_file *f, off_t size)
 	q->queued += f->map.bytes;
 	if (!f->has_trunc || size < f->trunc_floor)
 		f->trunc_floor = MIN(size, f->size);
+	uint64_t gen = f->has_trunc ? extmap_next_gen(&f->map) : 0;
 	if (!f->has_trunc)
-		f->trunc_gen = extmap_next_gen(&f->map);
+		gen = f->trunc_gen = extmap_next_gen(&f->map);
 	f->has_trunc = true;
 	f->trunc_size = size;
 	f->size = size;
 	account(q, f);
 	f->seq++;
 	touch_mtime(f);
+	r = sq_append(q, f, SPJ_TRUNCATE, (uint64_t)size, 0, 0, NULL, 0, gen, NULL);
 	pthread_cond_signal(&q->work);
 	pthread_cond_broadcast(&q->space);
 	pthread_mutex_unlock(&q->lock);
-	return 0;
+	return r < 0 ? r : 0;
+}
+
+/* Called with the lock held: journal f's explicit times (set or pending). */
+static int journal_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
+{
+	uint8_t pl[SPJ_TIMES_SIZE];
+	int64_t ns[2];
+	uint64_t gen;
+
+	if (!q->sq)
+		return 0;
+	for (int i = 0; i < 2; i++)
+		ns[i] = tv[i].tv_nsec == UTIME_OMIT
+				? SPJ_TIME_OMIT
+				: (int64_t)tv[i].tv_sec * NSEC_PER_SEC + tv[i].tv_nsec;
+	spj_times_pack(pl, ns[0], ns[1]);
+	gen = extmap_next_gen(&f->map);
+	if (f->dirty && !f->stimes_gen)
+		f->stimes_gen = gen;
+	return sq_append(q, f, SPJ_TIMES, 0, 0, 0, pl, sizeof(pl), gen, NULL);
 }
 
 int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
@@ -926,8 +975,20 @@ int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
 	pthread_mutex_lock(&q->lock);
 	wait_restored(q, f); /* else the restore would undo these */
 	if (!f->dirty) {
+		/* Set now by the caller; a replay must not put older ones back. */
+		int r = 0;
+		if (f->skey) {
+			struct timespec now[2];
+			for (int i = 0; i < 2; i++) {
+				now[i] = tv[i];
+				if (tv[i].tv_nsec == UTIME_NOW)
+					now_realtime(&now[i]);
+			}
+			r = journal_times(q, f, now);
+			sq_progress(q, f);
+		}
 		pthread_mutex_unlock(&q->lock);
-		return 1;
+		return r < 0 ? r : 1;
 	}
 	for (int i = 0; i < 2; i++) {
 		if (tv[i].tv_nsec == UTIME_NOW)
@@ -936,8 +997,9 @@ int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
 			f->times[i] = tv[i];
 	}
 	f->times_set = true;
+	int r = journal_times(q, f, f->times);
 	pthread_mutex_unlock(&q->lock);
-	return 0;
+	return r < 0 ? r : 0;
 }
 
 /* Called with the lock held: whether writes or truncates of f up to
@@ -1018,6 +1080,7 @@ void wq_drop_if_unlinked(struct wq *q, struct wq_file *f)
 		f->has_trunc = false;
 		f->times_set = false;
 		f->error = 0;
+		sq_forget(q, f);
 		pthread_cond_broadcast(&q->space);
 		pthread_cond_broadcast(&q->done);
 		wqf_clean(q, f); /* now, or when the chunk in flight ends */
@@ -1139,6 +1202,13 @@ int wq_fallocate(struct wq *q, struct wq_file *f, int fd, int mode, off_t off, o
 			f->size = off + len;
 		f->seq++;
 	}
+	/* Applied now, after the file's earlier writes: a replay of those must
+	 * not undo it (a punched hole filled again). */
+	if (r == 0 && f && f->skey) {
+		r = sq_append(q, f, SPJ_FALLOCATE, (uint64_t)off, (uint64_t)len, (uint32_t)mode, NULL,
+			      0, extmap_next_gen(&f->map), NULL);
+		sq_progress(q, f);
+	}
 	if (take)
 		wq_refresh_avail(q); /* now what it took is counted as used */
 	q->passing -= take;
@@ -1245,3 +1315,23 @@ void wq_note_entry(struct wq *q, const char *path)
 	pthread_mutex_unlock(&q->lock);
 }
 
+
+int wq_spool_open(struct wq *q, char *why, size_t why_n)
+{
+	return sq_open(q, &q->opts, why, why_n);
+}
+
+void wq_spool_stats(struct wq *q, struct wq_spool_stats *s)
+{
+	sq_get_stats(q, s);
+}
+
+void wq_note_rename(struct wq *q, const char *from, const char *to)
+{
+	sq_note_rename(q, from, to);
+}
+
+bool wq_spooling(const struct wq *q)
+{
+	return q->sq != NULL;
+}

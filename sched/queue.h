@@ -119,6 +119,25 @@ struct wq_stats {
 	bool meta_dirty;	 /* the medium was written since its last syncfs began */
 };
 void wq_get_stats(struct wq *q, struct wq_stats *s);
+/* The spool's figures (on: spool= given). */
+struct wq_spool_stats {
+	bool on;
+	uint64_t bytes, max_bytes;
+	unsigned segments, held, set_aside;
+	int err;
+	uint64_t replayed_records, replayed_bytes;
+	char medium[257];
+	char dir[4096];
+};
+void wq_spool_stats(struct wq *q, struct wq_spool_stats *s);
+/* Open spool=DIR (if given) and replay it: call before wq_start. 0, or
+ * -errno with why filled (nothing may be mounted then). */
+int wq_spool_open(struct wq *q, char *why, size_t why_n);
+/* A name on the lower moved (absolute lower paths): files with journaled
+ * data below it follow it in the spool. */
+void wq_note_rename(struct wq *q, const char *from, const char *to);
+/* Whether spool= is on (wq_note_rename has work). */
+bool wq_spooling(const struct wq *q);
 /* The files failing now: one struct wq_failing per file (path resolved from
  * its fd, g_free'd with the array). */
 struct wq_failing {

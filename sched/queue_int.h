@@ -65,6 +65,19 @@ struct wq_file {
 	/* Clean, but the times of its writes are still being put back on the
 	 * lower (wqf_clean to close_clean): a stat or a new utimens waits. */
 	bool restoring;
+	/* The spool's (spoolq.c): the file's key there (0: nothing journaled
+	 * yet), its records' (gen, seq) pairs not known on the lower yet, the
+	 * last seq, the generation of the oldest explicit times not restored
+	 * yet (0: none), the path as last journaled and the file handle. */
+	uint64_t skey;
+	GArray *sgen;
+	uint64_t shi;
+	uint64_t stimes_gen;
+	char *spath;
+	bool shandle_tried;
+	uint32_t shandle_len;
+	int32_t shandle_type;
+	unsigned char shandle[128];
 };
 
 /* A write waiting for room without holding the caller's thread: the admitter
@@ -158,6 +171,7 @@ struct wq {
 	bool check_medium;	   /* a chunk failed: flush the metadata to see */
 	uint64_t flushed_bytes, chunks;
 	unsigned max_dirty; /* immutable: each dirty file holds up to two fds */
+	struct spoolq *sq;  /* spool=DIR (set before wq_start), else NULL */
 };
 
 
@@ -238,3 +252,36 @@ void *wq_admitter_main(void *arg);
 /* Called with the lock held: wait until nothing is queued (0) or everything
  * left is failing (that error). */
 int wq_wait_all_flushed(struct wq *q);
+
+/* spoolq.c: the queue's side of the spool (see its DESIGN comment). The
+ * sq_* calls that take no lock say so; the others are called with it held,
+ * and do nothing without a spool. */
+#include "spool_journal.h"
+#define SPOOL_MAX_DEFAULT (4ull << 30)
+#define SPOOL_MIN_BYTES (64ull << 20)
+/* Unlocked, before wq_start: check DIR, identify the medium, open its spool
+ * and replay what an earlier run left. -errno with why (nothing mounted). */
+int sq_open(struct wq *q, const struct sched_opts *o, char *why, size_t why_n);
+int sq_start(struct wq *q);  /* unlocked: the syncer thread */
+void sq_close(struct wq *q); /* unlocked, after the drain */
+/* Journal a change of f made at queue generation gen (path_as_of: NULL for
+ * f's path now). 0, or -errno for the writer (logged once). */
+int sq_append(struct wq *q, struct wq_file *f, enum spj_type type, uint64_t off, uint64_t len,
+	      uint32_t mode, const void *payload, size_t payload_len, uint64_t gen,
+	      const char *path_as_of);
+/* Unlocked: a lower name moved (to NULL: removed): files journaled below it
+ * get a RENAME or UNLINK record. */
+void sq_note_rename(struct wq *q, const char *from_abs, const char *to_abs);
+/* Unlocked, before answering a write journaled: durable now (spool_sync=0). */
+int sq_durable(struct wq *q);
+/* f's records that are all on the lower wait for the next good syncfs. */
+void sq_progress(struct wq *q, struct wq_file *f);
+/* f's data was dropped (unlinked, closed): its records may go. */
+void sq_forget(struct wq *q, struct wq_file *f);
+void sq_file_free(struct wq_file *f); /* no lock: f is being freed */
+/* Around a syncfs: what it covers, and whether it succeeded. */
+GHashTable *sq_take_done(struct wq *q);
+void sq_done_synced(struct wq *q, GHashTable *t, bool ok);
+/* The spool holds spool_max: writers wait. */
+bool sq_full(const struct wq *q);
+void sq_get_stats(struct wq *q, struct wq_spool_stats *s);

@@ -21,6 +21,7 @@ void sched_opts_init(struct sched_opts *o)
 	o->queue_bytes = SCHED_QUEUE_DEFAULT_BYTES;
 	o->latency_ms = SCHED_LATENCY_DEFAULT_MS;
 	o->read_grace_ms = SCHED_READ_GRACE_DEFAULT_MS;
+	o->spool_sync_ms = SCHED_SPOOL_SYNC_DEFAULT_MS;
 	o->flushers = SCHED_FLUSHERS_DEFAULT;
 	o->arbiter = g_strdup("auto");
 }
@@ -140,10 +141,8 @@ static void path_opt(const char *key, const char *val, char **out, GPtrArray *er
 	*out = g_strdup(val);
 }
 
-/* Keys that may do nothing: the spool's (not built yet), and the arbiter's
- * when arbiter=off (sched_opts_warn_no_effect says which). */
-static const char *const no_effect_keys[] = {"prio", "class", "weight", "group",
-					      "spool", "spool_max", NULL};
+/* Keys that do nothing with arbiter=off (sched_opts_warn_no_effect says). */
+static const char *const no_effect_keys[] = {"prio", "class", "weight", "group", NULL};
 
 static bool has_key(const char *opt, const char *key)
 {
@@ -169,11 +168,8 @@ void sched_opts_warn_no_effect(const struct sched_opts *o, GPtrArray *warnings)
 {
 	for (guint i = 0; o->no_effect && i < o->no_effect->len; i++) {
 		const char *opt = o->no_effect->pdata[i];
-		bool spool = has_key(opt, "spool") || has_key(opt, "spool_max");
 
-		if (spool)
-			add_err(warnings, "%s has no effect yet: queued data lives in memory only", opt);
-		else if (o->arbiter && !strcmp(o->arbiter, "off") && !has_key(opt, "arbiter"))
+		if (o->arbiter && !strcmp(o->arbiter, "off") && !has_key(opt, "arbiter"))
 			add_err(warnings, "%s has no effect with arbiter=off: this mount paces itself alone",
 				opt);
 	}
@@ -186,7 +182,7 @@ int sched_opts_handle(struct sched_opts *o, const char *opt, GPtrArray *errors)
 	const char *val = eq ? eq + 1 : NULL;
 	static const char *const valued[] = {
 		"prio", "class", "weight", "group", "rate", "queue", "spool", "spool_max",
-		"latency", "read_grace", "flushers", "arbiter", NULL};
+		"spool_sync", "latency", "read_grace", "flushers", "arbiter", NULL};
 
 	if (strcmp(key, "sync_close") == 0) {
 		if (val)
@@ -236,6 +232,9 @@ int sched_opts_handle(struct sched_opts *o, const char *opt, GPtrArray *errors)
 	} else if (strcmp(key, "spool_max") == 0) {
 		size_opt(key, val, SCHED_QUEUE_MIN_BYTES, UINT64_MAX >> 1,
 			 &o->spool_max_bytes, errors);
+	} else if (strcmp(key, "spool_sync") == 0) {
+		uint_opt(key, val, 0, SCHED_SPOOL_SYNC_MAX_MS, &o->spool_sync_ms, errors);
+		o->spool_sync_given = true;
 	} else if (strcmp(key, "latency") == 0) {
 		uint_opt(key, val, 1, SCHED_LATENCY_MAX_MS, &o->latency_ms, errors);
 	} else if (strcmp(key, "read_grace") == 0) {
@@ -257,6 +256,8 @@ void sched_opts_finish(struct sched_opts *o, GPtrArray *errors)
 {
 	if (o->spool_max_bytes && !o->spool_dir)
 		add_err(errors, "spool_max= needs spool=DIR");
+	if (o->spool_sync_given && !o->spool_dir)
+		add_err(errors, "spool_sync= needs spool=DIR");
 }
 
 /* A size as an option would spell it: the largest binary suffix it is a
@@ -322,9 +323,12 @@ const char *sched_opts_help(void)
 	       "    -o rate=SIZE           cap on flush bandwidth, bytes/s (none)\n"
 	       "    -o queue=SIZE          memory for queued data (64M; at most half of\n"
 	       "                           MemAvailable)\n"
-	       "    -o spool=DIR           queue on a fast disk instead of memory\n"
-	       "                           (off; no effect yet)\n"
-	       "    -o spool_max=SIZE      limit of the spool (no effect yet)\n"
+	       "    -o spool=DIR           journal queued writes in DIR on a fast disk:\n"
+	       "                           they survive a crash or a yanked medium and\n"
+	       "                           are replayed at its next mount (off)\n"
+	       "    -o spool_max=SIZE      writers wait while the spool holds this (4G)\n"
+	       "    -o spool_sync=MS       fdatasync of the journal at most MS after a\n"
+	       "                           write; 0: before every answer (100)\n"
 	       "    -o latency=MS          longest delay a read may see from one chunk (100)\n"
 	       "    -o read_grace=MS       quiet time after reads before flushing (20)\n"
 	       "    -o flushers=N          flusher threads (1)\n"

@@ -18,6 +18,8 @@
 #define SCHED_READ_GRACE_MAX_MS 60000
 #define SCHED_FLUSHERS_DEFAULT 1
 #define SCHED_FLUSHERS_MAX 64
+#define SCHED_SPOOL_SYNC_DEFAULT_MS 100
+#define SCHED_SPOOL_SYNC_MAX_MS 60000
 #define SCHED_GROUP_NAME_MAX 64
 
 enum sched_class { SCHED_CLASS_BE, SCHED_CLASS_IDLE };
@@ -31,6 +33,8 @@ struct sched_opts {
 	uint64_t queue_bytes;
 	char *spool_dir;	  /* NULL: no spool */
 	uint64_t spool_max_bytes; /* 0: not given */
+	unsigned spool_sync_ms;	  /* fdatasync of the journal every MS; 0: per write */
+	bool spool_sync_given;
 	unsigned latency_ms;
 	unsigned read_grace_ms;
 	unsigned flushers;
