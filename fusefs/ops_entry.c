@@ -243,8 +243,11 @@ static int set_times(struct slowmedia *fs, struct sm_inode *inode, int fd, int o
 	else if (valid & FUSE_SET_ATTR_MTIME)
 		tv[1] = attr->st_mtim;
 	/* Queued writes must not bump these times when they land. */
-	if (wqf && wq_set_times(fs->wq, wqf, tv) != 1)
-		return 0;
+	if (wqf) {
+		int q = wq_set_times(fs->wq, wqf, ofd >= 0 ? ofd : fd, tv);
+		if (q != 1)
+			return q; /* queued (0), or refused */
+	}
 	if (ofd >= 0)
 		return neg_errno(futimens(ofd, tv));
 	if (S_ISLNK(inode->type))
@@ -274,7 +277,7 @@ static int do_setattr(struct slowmedia *fs, struct sm_inode *inode, int fd, int 
 			return r;
 	}
 	if (valid & FUSE_SET_ATTR_SIZE)
-		r = wqf ? wq_truncate(fs->wq, wqf, attr->st_size) : 1;
+		r = wqf ? wq_truncate(fs->wq, wqf, ofd >= 0 ? ofd : fd, attr->st_size) : 1;
 	if (r < 0)
 		return r;
 	if (r == 1) { /* nothing queued: truncate the lower file now */

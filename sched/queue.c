@@ -715,7 +715,7 @@ static ssize_t queue_write(struct wq *q, struct wq_file *f, int fd, const void *
 	pthread_cond_signal(&q->work);
 	/* Journaled after it is queued: a write the spool refuses still lands,
 	 * but its writer hears the error (the spool's disk is full or failing). */
-	r = sq_append(q, f, SPJ_WRITE, (uint64_t)off, len, 0, data, len, extmap_gen(&f->map), NULL);
+	r = sq_append(q, f, fd, SPJ_WRITE, (uint64_t)off, len, 0, data, len, extmap_gen(&f->map));
 	if (r < 0)
 		return r;
 	return (ssize_t)len;
@@ -907,7 +907,7 @@ ssize_t wq_read(struct wq *q, struct wq_file *f, int fd, char *buf, size_t len, 
 	return n;
 }
 
-int wq_truncate(struct wq *q, struct wq_file *f, off_t size)
+int wq_truncate(struct wq *q, struct wq_file *f, int fd, off_t size)
 {
 	int r;
 
@@ -915,8 +915,8 @@ int wq_truncate(struct wq *q, struct wq_file *f, off_t size)
 	if (!f->dirty) {
 		/* Nothing queued: order is trivially kept, the caller truncates now;
 		 * the spool must not replay older writes of it past the new end. */
-		r = f->skey ? sq_append(q, f, SPJ_TRUNCATE, (uint64_t)size, 0, 0, NULL, 0,
-					extmap_next_gen(&f->map), NULL)
+		r = f->skey ? sq_append(q, f, fd, SPJ_TRUNCATE, (uint64_t)size, 0, 0, NULL, 0,
+					extmap_next_gen(&f->map))
 			    : 0;
 		sq_progress(q, f);
 		pthread_mutex_unlock(&q->lock);
@@ -943,7 +943,7 @@ int wq_truncate(struct wq *q, struct wq_file *f, off_t size)
 	account(q, f);
 	f->seq++;
 	touch_mtime(f);
-	r = sq_append(q, f, SPJ_TRUNCATE, (uint64_t)size, 0, 0, NULL, 0, gen, NULL);
+	r = sq_append(q, f, fd, SPJ_TRUNCATE, (uint64_t)size, 0, 0, NULL, 0, gen);
 	pthread_cond_signal(&q->work);
 	pthread_cond_broadcast(&q->space);
 	pthread_mutex_unlock(&q->lock);
@@ -951,7 +951,7 @@ int wq_truncate(struct wq *q, struct wq_file *f, off_t size)
 }
 
 /* Called with the lock held: journal f's explicit times (set or pending). */
-static int journal_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
+static int journal_times(struct wq *q, struct wq_file *f, int fd, const struct timespec tv[2])
 {
 	uint8_t pl[SPJ_TIMES_SIZE];
 	int64_t ns[2];
@@ -967,10 +967,10 @@ static int journal_times(struct wq *q, struct wq_file *f, const struct timespec 
 	gen = extmap_next_gen(&f->map);
 	if (f->dirty && !f->stimes_gen)
 		f->stimes_gen = gen;
-	return sq_append(q, f, SPJ_TIMES, 0, 0, 0, pl, sizeof(pl), gen, NULL);
+	return sq_append(q, f, fd, SPJ_TIMES, 0, 0, 0, pl, sizeof(pl), gen);
 }
 
-int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
+int wq_set_times(struct wq *q, struct wq_file *f, int fd, const struct timespec tv[2])
 {
 	pthread_mutex_lock(&q->lock);
 	wait_restored(q, f); /* else the restore would undo these */
@@ -984,7 +984,7 @@ int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
 				if (tv[i].tv_nsec == UTIME_NOW)
 					now_realtime(&now[i]);
 			}
-			r = journal_times(q, f, now);
+			r = journal_times(q, f, fd, now);
 			sq_progress(q, f);
 		}
 		pthread_mutex_unlock(&q->lock);
@@ -997,7 +997,7 @@ int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2])
 			f->times[i] = tv[i];
 	}
 	f->times_set = true;
-	int r = journal_times(q, f, f->times);
+	int r = journal_times(q, f, fd, f->times);
 	pthread_mutex_unlock(&q->lock);
 	return r < 0 ? r : 0;
 }
@@ -1205,8 +1205,8 @@ int wq_fallocate(struct wq *q, struct wq_file *f, int fd, int mode, off_t off, o
 	/* Applied now, after the file's earlier writes: a replay of those must
 	 * not undo it (a punched hole filled again). */
 	if (r == 0 && f && f->skey) {
-		r = sq_append(q, f, SPJ_FALLOCATE, (uint64_t)off, (uint64_t)len, (uint32_t)mode, NULL,
-			      0, extmap_next_gen(&f->map), NULL);
+		r = sq_append(q, f, fd, SPJ_FALLOCATE, (uint64_t)off, (uint64_t)len, (uint32_t)mode,
+			      NULL, 0, extmap_next_gen(&f->map));
 		sq_progress(q, f);
 	}
 	if (take)

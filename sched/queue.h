@@ -70,12 +70,13 @@ void wq_read_end(struct wq *q, int64_t began_ns);
  * the medium. Pass wq_meta_begin's value to wq_meta_end. */
 int64_t wq_meta_begin(struct wq *q);
 void wq_meta_end(struct wq *q, int64_t began_ns);
-/* Queue a truncate. Returns 1 when nothing of the file is queued: the caller
+/* Queue a truncate (fd: a lower fd of the file, O_PATH is fine, for the
+ * spool's record when nothing is queued). Returns 1 when nothing of the file is queued: the caller
  * truncates the lower file itself, now; 0 when queued; -errno (the file's
  * sticky error) when refused: then it is not applied, now or later. */
-int wq_truncate(struct wq *q, struct wq_file *f, off_t size);
+int wq_truncate(struct wq *q, struct wq_file *f, int fd, off_t size);
 /* Times to set once the file's data is on the medium; 1 as for wq_truncate. */
-int wq_set_times(struct wq *q, struct wq_file *f, const struct timespec tv[2]);
+int wq_set_times(struct wq *q, struct wq_file *f, int fd, const struct timespec tv[2]);
 /* Wait until the file's queued work is on the medium; returns its sticky error. */
 int wq_flush_file(struct wq *q, struct wq_file *f);
 /* wq_flush_file, then fsync/fdatasync of the lower file through fd. */

@@ -264,11 +264,11 @@ int wq_wait_all_flushed(struct wq *q);
 int sq_open(struct wq *q, const struct sched_opts *o, char *why, size_t why_n);
 int sq_start(struct wq *q);  /* unlocked: the syncer thread */
 void sq_close(struct wq *q); /* unlocked, after the drain */
-/* Journal a change of f made at queue generation gen (path_as_of: NULL for
- * f's path now). 0, or -errno for the writer (logged once). */
-int sq_append(struct wq *q, struct wq_file *f, enum spj_type type, uint64_t off, uint64_t len,
-	      uint32_t mode, const void *payload, size_t payload_len, uint64_t gen,
-	      const char *path_as_of);
+/* Journal a change of f made at queue generation gen; fd: a lower fd of
+ * the file (O_PATH is fine) when f holds none, else -1. 0, or -errno for
+ * the writer (logged once). */
+int sq_append(struct wq *q, struct wq_file *f, int fd, enum spj_type type, uint64_t off,
+	      uint64_t len, uint32_t mode, const void *payload, size_t payload_len, uint64_t gen);
 /* Unlocked: a lower name moved (to NULL: removed): files journaled below it
  * get a RENAME or UNLINK record. */
 void sq_note_rename(struct wq *q, const char *from_abs, const char *to_abs);

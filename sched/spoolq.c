@@ -59,6 +59,7 @@
 #include <linux/falloc.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -67,6 +68,8 @@
 
 #define REPLAY_SYNC_BYTES (8u << 20)
 #define REPLAY_LOG_INTERVAL_NS (5 * NSEC_PER_SEC)
+/* The key of RENAME and UNLINK records (file keys count up from 1). */
+#define SQ_MOVES_KEY (UINT64_MAX - 1)
 
 struct sgen {
 	uint64_t gen, seq;
@@ -81,7 +84,8 @@ struct spoolq {
 	unsigned sync_ms;
 	struct medium medium;
 	GHashTable *done;  /* key -> seq (as pointers): on the lower, not yet synced */
-	GHashTable *paths; /* path journaled -> its file's key, for renames, unlinks */
+	GHashTable *paths; /* paths journaled (a set), for renames and unlinks */
+	bool moves;	   /* RENAME or UNLINK records were made (SQ_MOVES_KEY) */
 	uint64_t next_key;
 	int err;	   /* the append error last logged */
 	bool appended;	   /* since the syncer's last spool_sync */
@@ -252,7 +256,9 @@ static void replay_file_close(struct replay_file *rf)
 	*rf = (struct replay_file){.fd = -1};
 }
 
-/* The lower file of rec: 0 with rf->fd, 1 when it is gone (skip), -errno. */
+/* The lower file of rec: 0 with rf->fd, 1 when it is gone (skip), -errno.
+ * rf keeps the last file open: the next record of the same handle, or of
+ * the same path as resolved, uses it again. */
 static int replay_open(struct wq *q, struct replay_file *rf, const struct spj_record *rec,
 		       const GPtrArray *ev)
 {
@@ -264,9 +270,13 @@ static int replay_open(struct wq *q, struct replay_file *rf, const struct spj_re
 	    rec->handle_type == rf->handle_type &&
 	    memcmp(rec->handle, rf->handle_copy, rec->handle_len) == 0)
 		return 0;
-	if (rf->fd >= 0 && !rec->handle_len && !rf->handle_len && rf->path &&
-	    strcmp(rf->path, rec->path) == 0)
-		return 0;
+	if (!rec->handle_len) {
+		path = path_now(ev, rec->path, rec->seq);
+		if (!path)
+			return 1;
+		if (rf->fd >= 0 && !rf->handle_len && strcmp(rf->path, path) == 0)
+			return 0;
+	}
 	replay_file_close(rf);
 	if (rec->handle_len) {
 		struct {
@@ -277,14 +287,18 @@ static int replay_open(struct wq *q, struct replay_file *rf, const struct spj_re
 		buf.fh.handle_bytes = rec->handle_len;
 		buf.fh.handle_type = rec->handle_type;
 		memcpy(buf.fh.f_handle, rec->handle, rec->handle_len);
-		fd = open_by_handle_at(q->root_fd, &buf.fh, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		/* A real directory fd: an O_PATH one gets EBADF here. */
+		fd = open_by_handle_at(q->sync_fd >= 0 ? q->sync_fd : q->root_fd, &buf.fh,
+				       O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0 && errno == ESTALE)
-			return 1;
+			return 1; /* the file is gone: so is what it would have held */
+		if (fd < 0) {
+			path = path_now(ev, rec->path, rec->seq);
+			if (!path)
+				return 1;
+		}
 	}
 	if (fd < 0) {
-		path = path_now(ev, rec->path, rec->seq);
-		if (!path)
-			return 1;
 		fd = open_beneath(q->root_fd, path, O_RDWR, 0);
 		if (fd == -ENOENT && rec->type != SPJ_TIMES) {
 			fd = open_beneath(q->root_fd, path, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -300,9 +314,9 @@ static int replay_open(struct wq *q, struct replay_file *rf, const struct spj_re
 	}
 	rf->fd = fd;
 	rf->path = g_strdup(path ? path : rec->path);
-	rf->handle_len = rec->handle_len;
+	rf->handle_len = path ? 0 : rec->handle_len;
 	rf->handle_type = rec->handle_type;
-	if (rec->handle_len)
+	if (rf->handle_len)
 		memcpy(rf->handle_copy, rec->handle, rec->handle_len);
 	return 0;
 }
@@ -371,7 +385,12 @@ static int replay(struct wq *q, struct spoolq *sq, char *why, size_t why_n)
 	ev = collect_events(sq, key);
 	while ((r = spool_replay_next(it, &rec, &payload)) == SPOOL_REC) {
 		last = rec.seq;
+		if (rec.type == SPJ_RENAME || rec.type == SPJ_UNLINK)
+			continue; /* made on the lower when they happened (collect_events) */
 		r = replay_open(q, &rf, &rec, ev);
+		sm_dbg("spool replay: record %" PRIu64 " type %d of %s at %" PRIu64 "+%" PRIu64
+		       ": %s", rec.seq, rec.type, sm_log_escape(rec.path, esc, sizeof(esc)),
+		       rec.offset, rec.length, r == 1 ? "skipped" : r == 0 ? rf.path : "error");
 		if (r == 1) {
 			skipped++;
 			continue;
@@ -464,7 +483,7 @@ static void *syncer_main(void *arg)
 
 /* ---- the API (queue_int.h) ---- */
 
-static void journal_move(struct wq *q, uint64_t key, const char *path, const char *to);
+static void journal_move(struct wq *q, const char *path, const char *to);
 
 int sq_open(struct wq *q, const struct sched_opts *o, char *why, size_t why_n)
 {
@@ -562,17 +581,22 @@ void sq_close(struct wq *q)
 
 /* Called with the lock held: the path of f below the lower root, refreshed
  * (the last one journaled when its fd is closed). *gone: no name is left. */
-static const char *file_path(struct wq *q, struct wq_file *f, bool *gone)
+static const char *file_path(struct wq *q, struct wq_file *f, int fd, bool *gone)
 {
-	g_autofree char *abs = f->fd >= 0 ? wq_fd_path(f->fd) : NULL;
+	g_autofree char *abs = NULL;
 	struct spoolq *sq = q->sq;
 	struct stat st;
 
 	*gone = false;
-	if (abs && g_str_has_suffix(abs, " (deleted)") && fstat(f->fd, &st) == 0 &&
-	    st.st_nlink == 0) {
-		*gone = true;
-		return NULL;
+	if (f->fd >= 0)
+		fd = f->fd;
+	abs = fd >= 0 ? wq_fd_path(fd) : NULL;
+	if (abs && g_str_has_suffix(abs, " (deleted)")) {
+		/* No name left (its data need not reach the medium), or only
+		 * another hard link's, which the fd does not tell: the last
+		 * path journaled stands (with a handle, a replay needs none). */
+		*gone = fstat(fd, &st) == 0 && st.st_nlink == 0;
+		return *gone ? NULL : f->spath;
 	}
 	if (abs && strncmp(abs, sq->root, sq->root_len) == 0 && abs[sq->root_len] == '/') {
 		g_free(f->spath);
@@ -581,7 +605,18 @@ static const char *file_path(struct wq *q, struct wq_file *f, bool *gone)
 	return f->spath;
 }
 
-static void file_handle_of(struct wq_file *f)
+/* SLOWMEDIA_SPOOL_NO_HANDLES=1 journals paths alone, as on a lower without
+ * file handles (fusefat): for the tests of that mode on any filesystem. */
+static bool q_no_handles(void)
+{
+	static int v = -1;
+
+	if (v < 0)
+		v = g_strcmp0(getenv("SLOWMEDIA_SPOOL_NO_HANDLES"), "1") == 0;
+	return v;
+}
+
+static void file_handle_of(struct wq_file *f, int fd)
 {
 	struct {
 		struct file_handle fh;
@@ -592,8 +627,16 @@ static void file_handle_of(struct wq_file *f)
 	if (f->shandle_tried)
 		return;
 	f->shandle_tried = true;
+	if (q_no_handles())
+		return;
 	buf.fh.handle_bytes = SPJ_HANDLE_MAX;
-	if (name_to_handle_at(f->fd, "", &buf.fh, &mount_id, AT_EMPTY_PATH) == 0 &&
+	if (f->fd >= 0)
+		fd = f->fd;
+	if (fd < 0) {
+		f->shandle_tried = false; /* with an fd next time */
+		return;
+	}
+	if (name_to_handle_at(fd, "", &buf.fh, &mount_id, AT_EMPTY_PATH) == 0 &&
 	    buf.fh.handle_bytes <= SPJ_HANDLE_MAX) {
 		f->shandle_len = buf.fh.handle_bytes;
 		f->shandle_type = buf.fh.handle_type;
@@ -601,9 +644,8 @@ static void file_handle_of(struct wq_file *f)
 	}
 }
 
-int sq_append(struct wq *q, struct wq_file *f, enum spj_type type, uint64_t off, uint64_t len,
-	      uint32_t mode, const void *payload, size_t payload_len, uint64_t gen,
-	      const char *path_as_of)
+int sq_append(struct wq *q, struct wq_file *f, int fd, enum spj_type type, uint64_t off,
+	      uint64_t len, uint32_t mode, const void *payload, size_t payload_len, uint64_t gen)
 {
 	struct spoolq *sq = q->sq;
 	struct spj_record rec;
@@ -616,7 +658,7 @@ int sq_append(struct wq *q, struct wq_file *f, enum spj_type type, uint64_t off,
 		return 0;
 	bool gone = false;
 
-	path = path_as_of ? path_as_of : file_path(q, f, &gone);
+	path = file_path(q, f, fd, &gone);
 	if (gone)
 		return 0; /* unlinked: its data never needs to reach the medium */
 	if (!path) {
@@ -629,7 +671,7 @@ int sq_append(struct wq *q, struct wq_file *f, enum spj_type type, uint64_t off,
 		f->skey = ++sq->next_key;
 		f->sgen = g_array_new(FALSE, FALSE, sizeof(struct sgen));
 	}
-	file_handle_of(f);
+	file_handle_of(f, fd);
 	rec = (struct spj_record){.type = type, .handle_type = f->shandle_type,
 				  .handle_len = f->shandle_len, .handle = f->shandle,
 				  .path = path, .offset = off, .length = len, .mode = mode,
@@ -643,8 +685,8 @@ int sq_append(struct wq *q, struct wq_file *f, enum spj_type type, uint64_t off,
 		return r;
 	}
 	sq->err = 0;
-	if (!path_as_of && !g_hash_table_contains(sq->paths, path))
-		g_hash_table_insert(sq->paths, g_strdup(path), GSIZE_TO_POINTER((gsize)f->skey));
+	if (!g_hash_table_contains(sq->paths, path))
+		g_hash_table_add(sq->paths, g_strdup(path));
 	sg = (struct sgen){.gen = gen, .seq = seq};
 	g_array_append_val(f->sgen, sg);
 	f->shi = seq;
@@ -702,8 +744,8 @@ void sq_forget(struct wq *q, struct wq_file *f)
 {
 	if (!q->sq || !f->skey)
 		return;
-	if (f->spath) {
-		journal_move(q, f->skey, f->spath, NULL);
+	if (f->spath && g_hash_table_contains(q->sq->paths, f->spath)) {
+		journal_move(q, f->spath, NULL);
 		g_hash_table_remove(q->sq->paths, f->spath);
 	}
 	g_hash_table_remove(q->sq->done, &f->skey);
@@ -721,9 +763,31 @@ void sq_file_free(struct wq_file *f)
 
 GHashTable *sq_take_done(struct wq *q)
 {
+	struct spoolq *sq = q->sq;
 	GHashTable *t;
 
-	if (!q->sq || !g_hash_table_size(q->sq->done))
+	if (!sq)
+		return NULL;
+	if (sq->moves) {
+		/* Renames and unlinks older than every record still waiting (in a
+		 * dirty file, or for this syncfs) are needed by no replay. */
+		struct spool_stats st;
+		uint64_t low;
+
+		spool_get_stats(sq->sp, &st);
+		low = st.next_seq;
+		for (GList *l = q->dirty.head; l; l = l->next) {
+			const struct wq_file *f = l->data;
+			if (f->sgen && f->sgen->len)
+				low = MIN(low, g_array_index(f->sgen, struct sgen, 0).seq);
+		}
+		if (low > 1) {
+			uint64_t key = SQ_MOVES_KEY;
+			g_hash_table_replace(sq->done, g_memdup2(&key, sizeof(key)),
+					     GSIZE_TO_POINTER((gsize)(low - 1)));
+		}
+	}
+	if (!g_hash_table_size(sq->done))
 		return NULL;
 	t = q->sq->done;
 	q->sq->done = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
@@ -754,50 +818,31 @@ bool sq_full(const struct wq *q)
 	return q->sq && spool_bytes(q->sq->sp) >= q->sq->max_bytes;
 }
 
-/* Called with the lock held: the dirty file journaled under key, or NULL. */
-static struct wq_file *dirty_with_key(struct wq *q, uint64_t key)
-{
-	for (GList *l = q->dirty.head; l; l = l->next) {
-		struct wq_file *f = l->data;
-		if (f->skey == key)
-			return f;
-	}
-	return NULL;
-}
-
-/* Called with the lock held: journal that the file of key, journaled as
- * `path`, was renamed to `to` (NULL: unlinked). */
-static void journal_move(struct wq *q, uint64_t key, const char *path, const char *to)
+/* Called with the lock held: journal that the file journaled as `path` was
+ * renamed to `to` (NULL: unlinked). Such a record stays until every record
+ * made before it, of any file, is on the medium (sq_take_done): a replay
+ * needs it for all of them. */
+static void journal_move(struct wq *q, const char *path, const char *to)
 {
 	struct spoolq *sq = q->sq;
-	struct wq_file *f = dirty_with_key(q, key);
 	struct spj_record rec = {.type = to ? SPJ_RENAME : SPJ_UNLINK, .path = path,
 				 .payload_len = to ? strlen(to) : 0};
-	uint64_t seq;
 	int r;
 
-	if (f && f->shandle_len) {
-		rec.handle_type = f->shandle_type;
-		rec.handle_len = f->shandle_len;
-		rec.handle = f->shandle;
-	}
-	r = spool_append(sq->sp, key, &rec, to, &seq);
+	r = spool_append(sq->sp, SQ_MOVES_KEY, &rec, to, NULL);
 	if (r < 0) {
 		wq_err(q, "spool=%s: cannot journal a %s: %s", sq->dir, to ? "rename" : "removal",
 		       g_strerror(-r));
 		return;
 	}
 	sq->appended = true;
-	if (f) {
-		struct sgen sg = {.gen = extmap_next_gen(&f->map), .seq = seq};
-		g_array_append_val(f->sgen, sg);
-		f->shi = seq;
-		g_free(f->spath);
-		f->spath = g_strdup(to ? to : path);
-	} else {
-		/* Nothing of it is queued: on the medium after the next syncfs. */
-		g_hash_table_replace(sq->done, g_memdup2(&key, sizeof(key)),
-				     GSIZE_TO_POINTER((gsize)seq));
+	sq->moves = true;
+	for (GList *l = q->dirty.head; l; l = l->next) {
+		struct wq_file *f = l->data;
+		if (f->spath && strcmp(f->spath, path) == 0) {
+			g_free(f->spath);
+			f->spath = g_strdup(to ? to : path);
+		}
 	}
 }
 
@@ -826,15 +871,14 @@ void sq_note_rename(struct wq *q, const char *from_abs, const char *to_abs)
 	}
 	for (guint i = 0; i < hit->len; i++) {
 		const char *p = hit->pdata[i];
-		uint64_t key = GPOINTER_TO_SIZE(g_hash_table_lookup(sq->paths, p));
 		g_autofree char *to = to_abs ? g_strconcat(to_abs, p + n, NULL) : NULL;
 
 		/* Journaled under the old name: a replay carries the earlier
 		 * records to the new one, or drops them. */
-		journal_move(q, key, p, to);
+		journal_move(q, p, to);
 		g_hash_table_remove(sq->paths, p);
 		if (to)
-			g_hash_table_replace(sq->paths, g_strdup(to), GSIZE_TO_POINTER((gsize)key));
+			g_hash_table_add(sq->paths, g_strdup(to));
 	}
 	if (hit->len)
 		pthread_cond_signal(&sq->kick);

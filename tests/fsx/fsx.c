@@ -176,13 +176,47 @@ static bool make_dirs(struct fsx *x, unsigned idx)
 	return true;
 }
 
+/* --crash: the op after which the daemon is killed, from the seed alone
+ * (the ops themselves stay those of the seed). */
+static uint64_t crash_point(const struct fsx *x)
+{
+	uint64_t half = x->nops / 2;
+
+	return half + (x->cfg_seed * 0x9e3779b97f4a7c15ull >> 33) % (x->nops - half + 1);
+}
+
+/* kill -9 at crash_point, then mount again: what the mount shows now must
+ * be what every acknowledged op made. */
+static bool run_crash(struct fsx *x, GArray *replay)
+{
+	uint64_t all = x->nops;
+	bool ok;
+
+	x->nops = crash_point(x);
+	ok = run_ops(x, replay);
+	x->nops = all;
+	if (!ok) {
+		log_print(x);
+		return false;
+	}
+	printf("# kill -9 of the daemon after op %" PRIu64 "\n", x->ops_run);
+	fflush(stdout);
+	if (!daemon_kill(x))
+		return false;
+	x->dead_mount = true;
+	close_all(x, false); /* their fds died with the connection */
+	x->dead_mount = false;
+	forget_inos(x);
+	return daemon_start(x) && check_tree(x, "through a new mount after the crash", x->dir, false);
+}
+
 /* The run on the mount, then the medium after a drain and after a remount. */
 static bool run_managed(struct fsx *x, GArray *replay)
 {
 	bool ok = daemon_start(x);
 
-	ok = ok && run_ops(x, replay);
-	if (!ok)
+	ok = ok && (x->crash ? run_crash(x, replay) : run_ops(x, replay));
+	if (!ok && !x->crash)
 		log_print(x);
 	close_all(x, ok);
 	ok = ok && check_tree(x, "through the mount at the end", x->dir, false);
@@ -220,7 +254,7 @@ static bool run_config(struct fsx *x, unsigned idx, const char *config, GArray *
 	rng_seed(x, x->cfg_seed);
 	model_reset(x);
 	x->no_direct = !x->use_direct;
-	x->no_rename_flags = false;
+	x->no_rename_flags = x->fat_like;
 	memset(x->no_falloc, 0, sizeof(x->no_falloc));
 	printf("# config %u '%s': seed %" PRIu64 ", %" PRIu64
 	       " ops, %u files up to %" PRIu64 " bytes\n",
@@ -280,6 +314,11 @@ static void usage(FILE *out)
 	    "      --no-fsync-check  do not compare the lower file after fsync\n"
 	    "      --no-direct     no O_DIRECT handles (a native --dir needs this: they\n"
 	    "                      would need aligned I/O)\n"
+	    "      --crash         kill -9 the daemon after a number of ops the seed\n"
+	    "                      picks (half to all of --ops), mount again (a\n"
+	    "                      spool= in the config replays), check the files,\n"
+	    "                      then drain and check as usual\n"
+	    "      --fat-like      no hard links and no rename flags (what FAT has)\n"
 	    "      --no-unshare    mount in the caller's mount namespace, not a private\n"
 	    "                      one (to look at the mount from outside)\n"
 	    "      --lax-stat      only warn about a wrong stat size that is right once\n"
@@ -301,7 +340,9 @@ enum {
 	O_TMP,
 	O_NODIRECT,
 	O_LAXSTAT,
-	O_NOUNSHARE
+	O_NOUNSHARE,
+	O_CRASH,
+	O_FATLIKE
 };
 
 static void set_option(struct fsx *x, int c, const char *arg)
@@ -359,6 +400,12 @@ static void set_option(struct fsx *x, int c, const char *arg)
 	case O_NOUNSHARE:
 		x->unshare_ns = false;
 		break;
+	case O_CRASH:
+		x->crash = true;
+		break;
+	case O_FATLIKE:
+		x->fat_like = true;
+		break;
 	case 'h':
 		usage(stdout);
 		exit(0);
@@ -388,6 +435,8 @@ static void parse_cmdline(struct fsx *x, int argc, char **argv)
 						 {"no-direct", 0, NULL, O_NODIRECT},
 						 {"lax-stat", 0, NULL, O_LAXSTAT},
 						 {"no-unshare", 0, NULL, O_NOUNSHARE},
+						 {"crash", 0, NULL, O_CRASH},
+						 {"fat-like", 0, NULL, O_FATLIKE},
 						 {NULL, 0, NULL, 0}};
 	int c;
 

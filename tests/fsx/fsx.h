@@ -102,7 +102,9 @@ struct fsx {
 	bool seeded;
 	unsigned nfiles, log_ops, op_timeout_s;
 	uint64_t max_size;
-	bool verbose, fsync_check, use_direct, lax_stat, unshare_ns;
+	bool verbose, fsync_check, use_direct, lax_stat, unshare_ns, crash;
+	bool dead_mount; /* --crash: between the kill and the new mount */
+	bool fat_like;	 /* --fat-like: no hard links, no rename flags */
 	const char *daemon, *tmp, *plain_dir, *plain_lower, *replay;
 	GPtrArray *configs;
 	char **argv;
@@ -182,6 +184,8 @@ bool close_all(struct fsx *x, bool check);
 void dump_daemon_threads(pid_t pid);
 bool daemon_start(struct fsx *x);
 bool daemon_stop(struct fsx *x);
+/* kill -9 the daemon and detach its dead mount. */
+bool daemon_kill(struct fsx *x);
 void private_mount_ns(void);
 
 /* fsx.c */

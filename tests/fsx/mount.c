@@ -264,6 +264,25 @@ bool daemon_stop(struct fsx *x)
 	return ok;
 }
 
+bool daemon_kill(struct fsx *x)
+{
+	int status;
+
+	if (!x->daemon_pid)
+		return false;
+	wd_disarm(x);
+	kill(x->daemon_pid, SIGKILL);
+	waitpid(x->daemon_pid, &status, 0);
+	x->daemon_pid = sig_daemon_pid = 0;
+	write_pidfile(x, 0);
+	if (umount2(x->dir, MNT_DETACH) < 0) {
+		report(x, "umount -l %s after the kill: %s", x->dir, g_strerror(errno));
+		return false;
+	}
+	sig_mnt[0] = '\0';
+	return true;
+}
+
 /*
  * Our mounts live in a mount namespace of our own: a namespace someone else
  * creates meanwhile (unshare -m) or an rbind of /var/tmp would otherwise copy

@@ -79,9 +79,9 @@ START_TEST(test_truncate_without_queue)
 {
 	struct wq_file *f = wq_file_attach(q, &slot, NULL);
 
-	ck_assert_int_eq(wq_truncate(q, f, 10), 1);
+	ck_assert_int_eq(wq_truncate(q, f, -1, 10), 1);
 	ck_assert_int_eq(wq_write(q, f, file_fd, "abc", 3, 0, NULL, NULL), 3);
-	ck_assert_int_eq(wq_truncate(q, f, 1), 0);
+	ck_assert_int_eq(wq_truncate(q, f, -1, 1), 0);
 }
 END_TEST
 
