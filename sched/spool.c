@@ -44,14 +44,19 @@
  *
  * Reclaim. The caller names each record's file by an opaque 64-bit key.
  * Every segment keeps a map key -> the highest seq of that key's records in
- * it. spool_file_done(key, low) drops the entries whose seq is <= low; a
- * segment with no entries left that is not the active one (nor waiting to be
- * replayed) is deleted: unlink, then fsync the directory. Replayed records
- * get entries too (SPOOL_REPLAY_KEY, or spool_replay_track's key), so the
- * same rule frees them. A middle segment may go while earlier ones stay: the
- * records left are replayed in order without it, since all of it is on the
- * medium; records name files by handle and path as of when they were made,
- * so a replayer should resolve the handle first.
+ * it. spool_file_done(key, low) drops the entries whose seq is <= low.
+ * Segments go oldest first: the oldest one is deleted (unlink, then fsync
+ * the directory) once it has no entries left and is neither the active one
+ * nor waiting to be replayed, then the next, and so on; a segment with
+ * nothing left behind one that must stay waits. So what a replay finds is
+ * always a whole suffix of the history: everything before it is on the
+ * medium, and applying that suffix again in order gives the same bytes even
+ * where part of it had landed too. (Deleting a middle segment would not:
+ * a file's truncate kept in an older segment, replayed without the writes
+ * after it that a deleted segment held, would cut them off.) Replayed
+ * records get entries too (SPOOL_REPLAY_KEY, or spool_replay_track's key),
+ * so the same rule frees them. Records name files by handle and path as of
+ * when they were made, so a replayer should resolve the handle first.
  *
  * Replay and damage. spool_replay_* reads the pending segments in order and
  * hands their records on. The torn tail of the last segment is what a crash
@@ -227,6 +232,7 @@ struct seg {
 	struct spj_writer *w; /* the active segment's; else NULL */
 	int sync_fd;	      /* the active segment's second descriptor; else -1 */
 	uint64_t nrec;	      /* records appended by this run */
+	bool had_keys;	      /* some record of it was handed out or appended */
 };
 
 struct spool {
@@ -538,19 +544,25 @@ void spool_set_segment_max(struct spool *sp, uint64_t bytes)
  * not a pending one); the first error, the others tried too. */
 static int sweep_locked(struct spool *sp)
 {
-	bool gone = false;
+	bool gone = false, blocked = false;
 	int err = 0;
 
 	for (size_t i = 0; i < sp->nsegs;) {
 		struct seg *s = sp->segs[i];
 
-		if (s == sp->active || s->state != SEG_LIVE || s->keys.n) {
+		/* Oldest first, and none with records behind one that must stay
+		 * (see Reclaim in the DESIGN comment); one that never held a
+		 * record (a torn header cut away) goes anyway. */
+		if (s == sp->active || s->state != SEG_LIVE || s->keys.n ||
+		    (blocked && s->had_keys)) {
+			blocked = true;
 			i++;
 			continue;
 		}
 		if (unlinkat(sp->mdfd, s->name, 0) < 0 && errno != ENOENT) {
 			if (!err)
 				err = -errno;
+			blocked = true;
 			i++;
 			continue;
 		}
@@ -670,6 +682,7 @@ static int append_locked(struct spool *sp, uint64_t key, const struct spj_record
 	sp->bytes += s->size - before;
 	s->nrec++;
 	keymap_put_max(&s->keys, key, sp->next_seq);
+	s->had_keys = true;
 	if (seq_out)
 		*seq_out = sp->next_seq;
 	sp->next_seq++;
@@ -841,8 +854,10 @@ int spool_replay_begin(struct spool *sp, struct spool_replay **out)
 /* The record just returned gets its default entry unless it was tracked. */
 static void settle_last_locked(struct spool_replay *it)
 {
-	if (it->untracked && it->cur)
+	if (it->untracked && it->cur) {
 		keymap_put_max(&it->cur->keys, SPOOL_REPLAY_KEY, it->last_seq);
+		it->cur->had_keys = true;
+	}
 	it->untracked = false;
 	it->last_seq = 0;
 }
@@ -1062,6 +1077,7 @@ int spool_replay_track(struct spool_replay *it, uint64_t key)
 	err = it->untracked ? 0 : keymap_reserve(&it->cur->keys, 1);
 	if (!err) {
 		keymap_put_max(&it->cur->keys, key, it->last_seq);
+		it->cur->had_keys = true;
 		it->untracked = false;
 	}
 	pthread_mutex_unlock(&it->sp->lock);

@@ -744,10 +744,8 @@ void sq_forget(struct wq *q, struct wq_file *f)
 {
 	if (!q->sq || !f->skey)
 		return;
-	if (f->spath && g_hash_table_contains(q->sq->paths, f->spath)) {
-		journal_move(q, f->spath, NULL);
-		g_hash_table_remove(q->sq->paths, f->spath);
-	}
+	/* Its last name went through sq_note_rename, which journaled the
+	 * UNLINK then (f->spath may name another file by now). */
 	g_hash_table_remove(q->sq->done, &f->skey);
 	spool_forget_file(q->sq->sp, f->skey);
 	if (f->sgen)

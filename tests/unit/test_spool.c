@@ -422,6 +422,34 @@ static void flip_byte(const char *key, const char *name, uint64_t off)
 	close(fd);
 }
 
+/* A segment whose records are all on the medium waits behind an older one
+ * that is not: a replay must find a whole suffix of the history (a file's
+ * truncate in the older one, replayed without the writes after it, would cut
+ * them off). */
+START_TEST(test_reclaim_oldest_first)
+{
+	struct spool *sp = open_ok(MEDIUM);
+	uint64_t a1, b1, a2;
+
+	/* seg 1: A B   seg 2: A   seg 3 (active): C */
+	a1 = append_i(sp, 'A', 0);
+	b1 = append_i(sp, 'B', 1);
+	ck_assert_int_eq(spool_rotate(sp), 0);
+	a2 = append_i(sp, 'A', 2);
+	ck_assert_int_eq(spool_rotate(sp), 0);
+	append_i(sp, 'C', 3);
+	ck_assert(a1 < b1 && b1 < a2);
+	ck_assert_int_eq(spool_file_done(sp, 'A', a2), 0);
+	ck_assert(exists(key1, "0000000000000001.spj"));
+	ck_assert(exists(key1, "0000000000000003.spj")); /* all done, but behind seg 1 */
+	ck_assert_int_eq(spool_file_done(sp, 'B', b1), 0);
+	ck_assert(!exists(key1, "0000000000000001.spj"));
+	ck_assert(!exists(key1, "0000000000000003.spj"));
+	ck_assert(exists(key1, "0000000000000004.spj"));
+	ck_assert_int_eq(spool_close(sp), 0);
+}
+END_TEST
+
 START_TEST(test_corrupt_middle)
 {
 	struct spool *sp = open_ok(MEDIUM);
@@ -1011,6 +1039,7 @@ static Suite *spool_suite(void)
 	tcase_add_test(tc, test_seq_continuity);
 	tcase_add_test(tc, test_reclaim);
 	tcase_add_test(tc, test_torn_tail_cut);
+	tcase_add_test(tc, test_reclaim_oldest_first);
 	tcase_add_test(tc, test_corrupt_middle);
 	tcase_add_test(tc, test_torn_not_last_is_damage);
 	tcase_add_test(tc, test_other_medium_segment);
