@@ -185,6 +185,28 @@ static uint64_t crash_point(const struct fsx *x)
 	return half + (x->cfg_seed * 0x9e3779b97f4a7c15ull >> 33) % (x->nops - half + 1);
 }
 
+/* Bytes of the segments in this configuration's spool directory. */
+static uint64_t spool_bytes_of(const struct fsx *x)
+{
+	g_autofree char *dir = g_strdup_printf("%s/c%u", x->spool_root, x->cfg_idx);
+	g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+	const char *medium, *name;
+	uint64_t bytes = 0;
+
+	while (d && (medium = g_dir_read_name(d))) {
+		g_autofree char *mdir = g_build_filename(dir, medium, NULL);
+		g_autoptr(GDir) m = g_dir_open(mdir, 0, NULL);
+		struct stat st;
+
+		while (m && (name = g_dir_read_name(m))) {
+			g_autofree char *p = g_build_filename(mdir, name, NULL);
+			if (g_str_has_suffix(name, ".spj") && stat(p, &st) == 0)
+				bytes += (uint64_t)st.st_size;
+		}
+	}
+	return bytes;
+}
+
 /* kill -9 at crash_point, then mount again: what the mount shows now must
  * be what every acknowledged op made. */
 static bool run_crash(struct fsx *x, GArray *replay)
@@ -199,10 +221,13 @@ static bool run_crash(struct fsx *x, GArray *replay)
 		log_print(x);
 		return false;
 	}
-	printf("# kill -9 of the daemon after op %" PRIu64 "\n", x->ops_run);
+	printf("# kill -9 of the daemon after op %" PRIu64 "%s\n", x->ops_run,
+	       x->spool_root ? "" : " (no spool: what was queued is lost)");
 	fflush(stdout);
 	if (!daemon_kill(x))
 		return false;
+	if (x->spool_root)
+		printf("# the spool holds %" PRIu64 " bytes of journal\n", spool_bytes_of(x));
 	x->dead_mount = true;
 	close_all(x, false); /* their fds died with the connection */
 	x->dead_mount = false;
@@ -247,6 +272,7 @@ static bool run_config(struct fsx *x, unsigned idx, const char *config, GArray *
 	bool ok;
 
 	x->config = config;
+	x->cfg_idx = idx;
 	x->nfail = 0;
 	x->written = x->nsyncs = x->nslow_writes = 0;
 	x->sync_ns = x->sync_max_ns = 0;
@@ -266,6 +292,16 @@ static bool run_config(struct fsx *x, unsigned idx, const char *config, GArray *
 		g_strlcpy(x->lower, x->plain_lower ? x->plain_lower : "",
 			  sizeof(x->lower));
 		ok = run_plain(x, replay);
+	} else if (x->spool_root) {
+		g_autofree char *with = g_strdup_printf("%s%sspool=%s/c%u", config,
+							 config[0] ? "," : "", x->spool_root, idx);
+		x->config = with;
+		ok = make_dirs(x, idx) && run_managed(x, replay);
+		if (!ok || x->nfail)
+			fsx_failed(x);
+		x->config = config;
+		if (!ok || x->nfail)
+			return false;
 	} else {
 		ok = make_dirs(x, idx) && run_managed(x, replay);
 	}
@@ -319,6 +355,8 @@ static void usage(FILE *out)
 	    "                      spool= in the config replays), check the files,\n"
 	    "                      then drain and check as usual\n"
 	    "      --fat-like      no hard links and no rename flags (what FAT has)\n"
+	    "      --spool-root D  add spool=D/cN to configuration N (D on another\n"
+	    "                      filesystem than --tmp)\n"
 	    "      --no-unshare    mount in the caller's mount namespace, not a private\n"
 	    "                      one (to look at the mount from outside)\n"
 	    "      --lax-stat      only warn about a wrong stat size that is right once\n"
@@ -342,7 +380,8 @@ enum {
 	O_LAXSTAT,
 	O_NOUNSHARE,
 	O_CRASH,
-	O_FATLIKE
+	O_FATLIKE,
+	O_SPOOLROOT
 };
 
 static void set_option(struct fsx *x, int c, const char *arg)
@@ -406,6 +445,9 @@ static void set_option(struct fsx *x, int c, const char *arg)
 	case O_FATLIKE:
 		x->fat_like = true;
 		break;
+	case O_SPOOLROOT:
+		x->spool_root = arg;
+		break;
 	case 'h':
 		usage(stdout);
 		exit(0);
@@ -437,6 +479,7 @@ static void parse_cmdline(struct fsx *x, int argc, char **argv)
 						 {"no-unshare", 0, NULL, O_NOUNSHARE},
 						 {"crash", 0, NULL, O_CRASH},
 						 {"fat-like", 0, NULL, O_FATLIKE},
+						 {"spool-root", 1, NULL, O_SPOOLROOT},
 						 {NULL, 0, NULL, 0}};
 	int c;
 

@@ -105,11 +105,12 @@ struct fsx {
 	bool verbose, fsync_check, use_direct, lax_stat, unshare_ns, crash;
 	bool dead_mount; /* --crash: between the kill and the new mount */
 	bool fat_like;	 /* --fat-like: no hard links, no rename flags */
-	const char *daemon, *tmp, *plain_dir, *plain_lower, *replay;
+	const char *daemon, *tmp, *plain_dir, *plain_lower, *replay, *spool_root;
 	GPtrArray *configs;
 	char **argv;
 	/* one configuration's run */
 	const char *config;
+	unsigned cfg_idx;
 	uint64_t cfg_seed;
 	char cfgdir[PATH_MAX], dir[PATH_MAX], lower[PATH_MAX], daemon_log[PATH_MAX];
 	char pidfile[PATH_MAX];

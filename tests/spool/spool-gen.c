@@ -18,6 +18,11 @@
  *                               a bit of the 2nd record of segment 2 flipped
  *   spool-gen hold DIR ID READY open medium ID's spool (its lock) and hold
  *                               it until killed; READY is made once it is
+ *   spool-gen records DIR ID    medium ID: the records read from stdin, one
+ *                               per line: "write PATH OFFSET TEXT" (TEXT
+ *                               to the end of the line), "truncate PATH
+ *                               SIZE", "rotate" (a new segment); for the
+ *                               replay tests of tests/mount/spool
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -353,6 +358,31 @@ static void cmd_hold(const char *dir, const char *medium, const char *ready)
 		pause(); /* until killed: the lock goes with the process */
 }
 
+static int cmd_records(const char *dir, const char *medium)
+{
+	struct gen g = {.sp = open_spool(dir, medium),
+			.paths = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL)};
+	char line[8192], path[4097];
+	unsigned long long n;
+	int used;
+
+	while (fgets(line, sizeof(line), stdin)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (sscanf(line, "write %4096s %llu %n", path, &n, &used) == 2)
+			g_write(&g, 1, path, n, line + used, strlen(line + used));
+		else if (sscanf(line, "truncate %4096s %llu", path, &n) == 2)
+			g_truncate(&g, 1, path, n);
+		else if (strcmp(line, "rotate") == 0)
+			spool_rotate(g.sp);
+		else if (line[0])
+			die(line, EINVAL);
+	}
+	printf("records=%" PRIu64 "\n", g.records);
+	spool_close(g.sp);
+	g_hash_table_destroy(g.paths);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "make"))
@@ -365,7 +395,9 @@ int main(int argc, char **argv)
 		return cmd_damage(argv[2]);
 	if (argc == 5 && !strcmp(argv[1], "hold"))
 		cmd_hold(argv[2], argv[3], argv[4]);
+	if (argc == 4 && !strcmp(argv[1], "records"))
+		return cmd_records(argv[2], argv[3]);
 	fprintf(stderr, "usage: spool-gen make DIR EXPECT | other DIR | escape DIR | "
-			"damage DIR | hold DIR ID READY\n");
+			"damage DIR | hold DIR ID READY | records DIR ID\n");
 	return 2;
 }
