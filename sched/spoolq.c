@@ -68,6 +68,9 @@
 
 #define REPLAY_SYNC_BYTES (8u << 20)
 #define REPLAY_LOG_INTERVAL_NS (5 * NSEC_PER_SEC)
+/* The path of a record whose file is known by its handle alone: a hard link
+ * whose own name was removed, written through an fd of that name. */
+#define SQ_NO_NAME ".slowmedia-no-name"
 /* The key of RENAME and UNLINK records (file keys count up from 1). */
 #define SQ_MOVES_KEY (UINT64_MAX - 1)
 
@@ -292,6 +295,12 @@ static int replay_open(struct wq *q, struct replay_file *rf, const struct spj_re
 				       O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0 && errno == ESTALE)
 			return 1; /* the file is gone: so is what it would have held */
+		if (fd < 0 && strcmp(rec->path, SQ_NO_NAME) == 0) {
+			sm_err("spool replay: record %" PRIu64 " names its file by a handle "
+			       "alone, which does not open here (%s): not applied",
+			       rec->seq, g_strerror(errno));
+			return 1;
+		}
 		if (fd < 0) {
 			path = path_now(ev, rec->path, rec->seq);
 			if (!path)
@@ -661,9 +670,13 @@ int sq_append(struct wq *q, struct wq_file *f, int fd, enum spj_type type, uint6
 	path = file_path(q, f, fd, &gone);
 	if (gone)
 		return 0; /* unlinked: its data never needs to reach the medium */
+	file_handle_of(f, fd);
+	if (!path && f->shandle_len)
+		path = SQ_NO_NAME; /* known by its handle alone (see replay_open) */
 	if (!path) {
 		if (sq->err != -ENOENT)
-			wq_err(q, "spool: a file outside the lower root cannot be journaled");
+			wq_err(q, "spool: a file whose name is not known (outside the lower root, or "
+				  "a hard link whose name was removed) cannot be journaled");
 		sq->err = -ENOENT;
 		return -EIO;
 	}
@@ -671,7 +684,6 @@ int sq_append(struct wq *q, struct wq_file *f, int fd, enum spj_type type, uint6
 		f->skey = ++sq->next_key;
 		f->sgen = g_array_new(FALSE, FALSE, sizeof(struct sgen));
 	}
-	file_handle_of(f, fd);
 	rec = (struct spj_record){.type = type, .handle_type = f->shandle_type,
 				  .handle_len = f->shandle_len, .handle = f->shandle,
 				  .path = path, .offset = off, .length = len, .mode = mode,
@@ -685,7 +697,7 @@ int sq_append(struct wq *q, struct wq_file *f, int fd, enum spj_type type, uint6
 		return r;
 	}
 	sq->err = 0;
-	if (!g_hash_table_contains(sq->paths, path))
+	if (strcmp(path, SQ_NO_NAME) != 0 && !g_hash_table_contains(sq->paths, path))
 		g_hash_table_add(sq->paths, g_strdup(path));
 	sg = (struct sgen){.gen = gen, .seq = seq};
 	g_array_append_val(f->sgen, sg);
