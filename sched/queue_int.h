@@ -258,7 +258,6 @@ int wq_wait_all_flushed(struct wq *q);
  * and do nothing without a spool. */
 #include "spool_journal.h"
 #define SPOOL_MAX_DEFAULT (4ull << 30)
-#define SPOOL_MIN_BYTES (64ull << 20)
 /* Unlocked, before wq_start: check DIR, identify the medium, open its spool
  * and replay what an earlier run left. -errno with why (nothing mounted). */
 int sq_open(struct wq *q, const struct sched_opts *o, char *why, size_t why_n);

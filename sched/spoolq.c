@@ -151,7 +151,7 @@ static uint64_t fit_max(const char *dir, uint64_t want)
 	avail = (uint64_t)sv.f_bavail * (sv.f_frsize ? sv.f_frsize : sv.f_bsize);
 	if (avail >= want)
 		return want;
-	avail = MAX(avail / 2, SPOOL_MIN_BYTES);
+	avail = MAX(avail / 2, SCHED_QUEUE_MIN_BYTES);
 	sm_warn("spool=%s: only %" PRIu64 " MiB free for spool_max=%" PRIu64
 		" MiB: using spool_max=%" PRIu64 " MiB",
 		dir, (uint64_t)sv.f_bavail * (sv.f_frsize ? sv.f_frsize : sv.f_bsize) >> 20,
@@ -238,6 +238,39 @@ static int open_beneath(int root_fd, const char *path, int flags, mode_t mode)
 	return fd < 0 ? -errno : (int)fd;
 }
 
+/* The directories above path (below the root), made 0700 where missing:
+ * their creation did not reach the medium either. Never through a link: each
+ * is opened beneath the root as the file is. */
+static void make_parents(int root_fd, const char *path)
+{
+	g_autofree char *dirs = g_strdup(path);
+	char *slash = dirs;
+	char esc[512];
+
+	while ((slash = strchr(slash, '/'))) {
+		*slash = '\0';
+		int fd = open_beneath(root_fd, dirs, O_RDONLY | O_DIRECTORY, 0);
+		if (fd == -ENOENT) {
+			int pfd;
+			g_autofree char *parent = g_path_get_dirname(dirs);
+			g_autofree char *base = g_path_get_basename(dirs);
+
+			pfd = strcmp(parent, ".") == 0
+				      ? fcntl(root_fd, F_DUPFD_CLOEXEC, 0)
+				      : open_beneath(root_fd, parent, O_RDONLY | O_DIRECTORY, 0);
+			if (pfd >= 0 && mkdirat(pfd, base, 0700) == 0)
+				sm_warn("spool replay: directory %s was missing on the medium: "
+					"created it, mode 0700",
+					sm_log_escape(dirs, esc, sizeof(esc)));
+			if (pfd >= 0)
+				close(pfd);
+		} else if (fd >= 0) {
+			close(fd);
+		}
+		*slash++ = '/';
+	}
+}
+
 struct replay_file {
 	int fd;
 	char *path;	   /* as opened (for messages) */
@@ -293,8 +326,9 @@ static int replay_open(struct wq *q, struct replay_file *rf, const struct spj_re
 		/* A real directory fd: an O_PATH one gets EBADF here. */
 		fd = open_by_handle_at(q->sync_fd >= 0 ? q->sync_fd : q->root_fd, &buf.fh,
 				       O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0 && errno == ESTALE)
-			return 1; /* the file is gone: so is what it would have held */
+		/* ESTALE: gone, or never on the medium (a yank before its inode
+		 * was written): its path, carried through the later renames and
+		 * unlinks, tells which. */
 		if (fd < 0 && strcmp(rec->path, SQ_NO_NAME) == 0) {
 			sm_err("spool replay: record %" PRIu64 " names its file by a handle "
 			       "alone, which does not open here (%s): not applied",
@@ -310,6 +344,7 @@ static int replay_open(struct wq *q, struct replay_file *rf, const struct spj_re
 	if (fd < 0) {
 		fd = open_beneath(q->root_fd, path, O_RDWR, 0);
 		if (fd == -ENOENT && rec->type != SPJ_TIMES) {
+			make_parents(q->root_fd, path);
 			fd = open_beneath(q->root_fd, path, O_RDWR | O_CREAT | O_EXCL, 0600);
 			if (fd >= 0)
 				sm_warn("spool replay: %s was missing on the medium (its creation "
