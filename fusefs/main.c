@@ -6,6 +6,7 @@
 #include "ops.h"
 
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,28 @@ static int report_errors(const char *prog, GPtrArray *errors)
 	return errors->len ? 1 : 0;
 }
 
+/* During the final drain: a second SIGTERM (or SIGINT, SIGHUP) ends it, and
+ * what is left is saved (the spool, else the rescue directory). */
+static struct wq *draining;
+
+static void on_second_signal(int sig)
+{
+	(void)sig;
+	if (draining)
+		wq_abandon(draining);
+}
+
+static void catch_second_signal(struct wq *q)
+{
+	struct sigaction sa = {.sa_handler = on_second_signal};
+	const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+
+	draining = q;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < G_N_ELEMENTS(sigs); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
 static int serve(struct slowmedia *fs, struct fuse_args *args,
 		 struct fuse_cmdline_opts *cmd)
 {
@@ -160,6 +183,11 @@ static int serve(struct slowmedia *fs, struct fuse_args *args,
 	 * an unserved mount while the queue drains. */
 	control_detached(fs); /* the hold goes: nobody serves the mount any more */
 	fuse_session_unmount(se);
+	catch_second_signal(fs->wq);
+	if (wq_busy(fs->wq))
+		sm_info("draining what is queued to the medium; a second SIGTERM saves it "
+			"instead (%s)", fs->opts.sched.spool_dir ? "it stays in the spool"
+								 : "in the rescue directory");
 	wq_drain(fs->wq);
 	arbc_stop(fs->wq);
 	control_stop(fs);

@@ -13,6 +13,7 @@
 
 #include "ctl_client.h"
 #include "spool.h"
+#include "rescue.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,9 +42,12 @@ void spool_cmd_help(FILE *out)
 	fputs(
 	    "  spool list DIR [--json]\n"
 	    "        the media with writes pending in spool directory DIR (spool=DIR):\n"
-	    "        files, bytes, records, segments, the oldest, damage; read only\n"
+	    "        files, bytes, records, segments, the oldest, damage; read only.\n"
+	    "        DIR may be a rescue directory (rescue=, default\n"
+	    "        /var/lib/slowmedia/rescue): the data saved there is listed\n"
 	    "  spool recover DIR --medium ID --to DEST [--include-damaged]\n"
-	    "        write medium ID's pending operations into files under DEST (paths\n"
+	    "        write medium ID's pending operations (or, from a rescue directory,\n"
+	    "        its saved data) into files under DEST (paths\n"
 	    "        as on the medium); the spool is kept\n"
 	    "  spool discard DIR --medium ID [--yes]\n"
 	    "        delete medium ID's spool (asks first, on a terminal, unless "
@@ -240,12 +244,72 @@ static int list_one(const struct spool_medium_info *mi, void *arg)
 	return 0;
 }
 
+/* ---- rescue directories (rescue.c): listed and recovered like a spool ---- */
+
+static int list_rescue(const struct rescue_info *ri, void *arg)
+{
+	struct list_ctx *lc = arg;
+	g_autofree char *m = ctlc_fmt_text(ri->medium), *b = ctlc_fmt_size(ri->bytes);
+
+	if (lc->json) {
+		g_string_append(lc->o, lc->n ? ",\n    {" : "\n    {");
+		json_kv_s(lc->o, "medium", ri->medium, true);
+		g_string_append(lc->o, ", ");
+		json_kv_s(lc->o, "directory", ri->key, false);
+		g_string_append(lc->o, ", ");
+		json_kv_s(lc->o, "rescue", ri->dir, false);
+		g_string_append(lc->o, ", ");
+		json_kv_u(lc->o, "files", ri->files);
+		g_string_append(lc->o, ", ");
+		json_kv_u(lc->o, "bytes", ri->bytes);
+		g_string_append_printf(lc->o, ", \"complete\": %s}", ri->complete ? "true" : "false");
+	} else {
+		g_string_append_printf(lc->o,
+				       "%srescue of medium %s\n  saved in  %s\n  holds     %s in %u "
+				       "file%s%s\n",
+				       lc->n ? "\n" : "", ri->medium[0] ? m : "(unknown)", ri->dir, b,
+				       ri->files, plural(ri->files),
+				       ri->complete ? "" : " (its MANIFEST does not read)");
+	}
+	lc->n++;
+	return 0;
+}
+
+static int cmd_list_rescues(const struct spool_cli *c)
+{
+	g_autoptr(GString) o = g_string_new(NULL);
+	struct list_ctx lc = {.o = o, .json = c->json};
+	bool found;
+
+	if (c->json) {
+		g_string_append(o, "{\"rescue\": ");
+		smctl_json_str(o, c->dir);
+		g_string_append(o, ", \"rescues\": [");
+	}
+	rescue_list(c->dir, list_rescue, &lc, &found);
+	if (c->json)
+		g_string_append(o, lc.n ? "\n  ]}\n" : "]}\n");
+	fputs(o->str, stdout);
+	return EXIT_OK;
+}
+
+static bool is_rescue_dir(const char *dir)
+{
+	bool found = false;
+
+	rescue_list(dir, NULL, NULL, &found);
+	return found;
+}
+
 static int cmd_list(const struct spool_cli *c)
 {
 	g_autoptr(GString) o = g_string_new(NULL);
 	struct list_ctx lc = {.o = o, .json = c->json};
 	char why[SPOOL_WHY_MAX] = "";
 	int r;
+
+	if (is_rescue_dir(c->dir))
+		return cmd_list_rescues(c);
 
 	if (c->json) {
 		g_string_append(o, "{\"spool\": ");
@@ -297,52 +361,6 @@ static const char *errno_text(int err)
 	return g_strerror(-err);
 }
 
-/* The directory `dir` (a relative path spj_path_ok allows) beneath destfd,
- * made (0700) where missing when create: openat2 confined beneath, without
- * symlinks; else (no openat2, or to make what is missing) one component at
- * a time, each opened with O_NOFOLLOW. */
-static int open_dir_beneath(int destfd, const char *dir, bool create, int *out)
-{
-	g_auto(GStrv) parts = NULL;
-	int fd;
-
-#ifdef SYS_openat2
-	struct open_how how = {
-	    .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-
-	fd = (int)syscall(SYS_openat2, destfd, dir, &how, sizeof(how));
-	if (fd >= 0) {
-		*out = fd;
-		return 0;
-	}
-	if (errno != ENOSYS && errno != EPERM && errno != E2BIG &&
-	    !(errno == ENOENT && create))
-		return -errno;
-#endif
-	parts = g_strsplit(dir, "/", -1);
-	fd = dup(destfd);
-	if (fd < 0)
-		return -errno;
-	for (char **p = parts; *p; p++) {
-		int nfd;
-
-		if (create && mkdirat(fd, *p, 0700) < 0 && errno != EEXIST) {
-			int err = -errno;
-			close(fd);
-			return err;
-		}
-		nfd = openat(fd, *p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(fd);
-		if (nfd < 0)
-			return -errno;
-		fd = nfd;
-	}
-	*out = fd;
-	return 0;
-}
-
 /* The parent directory of path and its last component. */
 static int open_parent(struct recover *rc, const char *path, bool create, int *pfd,
 		       const char **name)
@@ -357,7 +375,7 @@ static int open_parent(struct recover *rc, const char *path, bool create, int *p
 	}
 	*name = slash + 1;
 	dir = g_strndup(path, (gsize)(slash - path));
-	return open_dir_beneath(rc->destfd, dir, create, pfd);
+	return fd_open_dir_beneath(rc->destfd, dir, create, pfd);
 }
 
 static void drop_cache(struct recover *rc)
@@ -606,6 +624,146 @@ static int recover_records(struct spool_scan *sc, struct recover *rc,
 	return stopped || rc->failed ? EXIT_FAILED : EXIT_OK;
 }
 
+/* One rescued file put under DEST: its truncate first, then the saved ranges
+ * copied from the rescue, then its size. */
+struct rescue_rc {
+	struct recover *rc;
+	const char *rdir;
+	int rfd;
+};
+
+static int copy_range(int from, int to, uint64_t off, uint64_t len)
+{
+	char buf[1 << 16];
+
+	while (len) {
+		ssize_t n = pread(from, buf, MIN(len, sizeof(buf)), (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		int err = fd_pwrite_all(to, buf, (size_t)n, (off_t)off);
+		if (err)
+			return err;
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+static int recover_rescued(const char *path, uint64_t saved_end, const char *ranges,
+			   const char *notes, void *arg)
+{
+	struct rescue_rc *x = arg;
+	struct recover *rc = x->rc;
+	g_auto(GStrv) ns = g_strsplit(notes, "; ", -1), rs = g_strsplit(ranges, ",", -1);
+	long long floor, tsize, size = -1;
+	int src, dst, err = 0;
+	struct stat st;
+
+	(void)saved_end;
+	err = open_file(rc, path, &dst);
+	if (err) {
+		note(rc, path, "%s", errno_text(err));
+		rc->failed++;
+		return 0;
+	}
+	for (char **n = ns; *n; n++) {
+		if (sscanf(*n, "truncate %lld %lld", &floor, &tsize) == 2) {
+			if ((fstat(dst, &st) == 0 && st.st_size > floor && ftruncate(dst, floor) < 0) ||
+			    ftruncate(dst, tsize) < 0)
+				err = -errno;
+		} else {
+			sscanf(*n, "size %lld", &size);
+		}
+	}
+	src = openat(x->rfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (src < 0 && ranges[0] != '-')
+		err = -errno;
+	for (char **r = rs; src >= 0 && *r && !err; r++) {
+		unsigned long long off, len;
+		if (sscanf(*r, "%llu+%llu", &off, &len) != 2)
+			continue;
+		err = copy_range(src, dst, off, len);
+		if (!err)
+			rc->bytes += len;
+	}
+	if (src >= 0)
+		close(src);
+	if (!err && size >= 0 && fstat(dst, &st) == 0 && st.st_size < size && ftruncate(dst, size) < 0)
+		err = -errno;
+	if (err) {
+		note(rc, path, "%s", errno_text(err));
+		rc->failed++;
+	} else {
+		rc->applied++;
+	}
+	g_hash_table_add(rc->paths, g_strdup(path));
+	return 0;
+}
+
+struct pick_rescue {
+	const char *medium;
+	GPtrArray *dirs;
+};
+
+static int pick_rescue(const struct rescue_info *ri, void *arg)
+{
+	struct pick_rescue *pr = arg;
+
+	if (ri->complete && (!strcmp(ri->medium, pr->medium) || !strcmp(ri->key, pr->medium)))
+		g_ptr_array_add(pr->dirs, g_strdup(ri->dir));
+	return 0;
+}
+
+static int cmd_recover_rescues(const struct spool_cli *c)
+{
+	struct recover rc = {.destfd = -1, .cache_fd = -1};
+	struct pick_rescue pr = {.medium = c->medium, .dirs = g_ptr_array_new_with_free_func(g_free)};
+	bool found;
+	int code;
+
+	rescue_list(c->dir, pick_rescue, &pr, &found);
+	if (!pr.dirs->len) {
+		g_ptr_array_free(pr.dirs, TRUE);
+		return problem(EXIT_FAILED, "no rescue of medium %s in %s (see: " PROG
+					    " spool list %s)", c->medium, c->dir, c->dir);
+	}
+	code = check_dest(c, &rc.destfd);
+	if (code) {
+		g_ptr_array_free(pr.dirs, TRUE);
+		return code;
+	}
+	rc.noted = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+	rc.paths = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+	/* Oldest first: a later rescue's bytes win. */
+	for (guint i = 0; i < pr.dirs->len; i++) {
+		struct rescue_rc x = {.rc = &rc, .rdir = pr.dirs->pdata[i]};
+		x.rfd = open(x.rdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (x.rfd < 0 || rescue_read(x.rdir, recover_rescued, &x) < 0)
+			code = problem(EXIT_FAILED, "recover: cannot read the rescue %s", x.rdir);
+		if (x.rfd >= 0)
+			close(x.rfd);
+		drop_cache(&rc);
+	}
+	if (syncfs(rc.destfd) < 0 && !code)
+		code = problem(EXIT_FAILED, "recover: %s: %s", c->dest, g_strerror(errno));
+	close(rc.destfd);
+	{
+		g_autofree char *b = ctlc_fmt_size(rc.bytes);
+		guint files = g_hash_table_size(rc.paths);
+
+		printf("recovered %u file%s (%s saved) from %u rescue%s into %s%s\n", files,
+		       plural(files), b, pr.dirs->len, plural(pr.dirs->len), c->dest,
+		       rc.failed ? "; some failed (above)" : "");
+		printf("the rescue is kept in %s\n", c->dir);
+	}
+	g_hash_table_unref(rc.noted);
+	g_hash_table_unref(rc.paths);
+	g_ptr_array_free(pr.dirs, TRUE);
+	return code ? code : rc.failed ? EXIT_FAILED : EXIT_OK;
+}
+
 static int cmd_recover(const struct spool_cli *c)
 {
 	char key[SPOOL_KEY_MAX + 1], why[SPOOL_WHY_MAX] = "";
@@ -614,6 +772,8 @@ static int cmd_recover(const struct spool_cli *c)
 	unsigned flags = SPOOL_SCAN_LOCK;
 	int r, code;
 
+	if (is_rescue_dir(c->dir))
+		return cmd_recover_rescues(c);
 	r = spool_find_medium(c->dir, c->medium, key, why);
 	if (r < 0)
 		return problem(errno_exit(r), "%s", why);

@@ -2,6 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <glib.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 int fd_pwritev_all(int fd, struct iovec *iov, int niov, off_t off)
@@ -53,3 +57,50 @@ int fd_fsync_dir(int dirfd)
 	close(fd);
 	return err;
 }
+
+/* The directory `dir` (a relative path spj_path_ok allows) beneath destfd,
+ * made (0700) where missing when create: openat2 confined beneath, without
+ * symlinks; else (no openat2, or to make what is missing) one component at
+ * a time, each opened with O_NOFOLLOW. */
+int fd_open_dir_beneath(int destfd, const char *dir, bool create, int *out)
+{
+	g_auto(GStrv) parts = NULL;
+	int fd;
+
+#ifdef SYS_openat2
+	struct open_how how = {
+	    .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+
+	fd = (int)syscall(SYS_openat2, destfd, dir, &how, sizeof(how));
+	if (fd >= 0) {
+		*out = fd;
+		return 0;
+	}
+	if (errno != ENOSYS && errno != EPERM && errno != E2BIG &&
+	    !(errno == ENOENT && create))
+		return -errno;
+#endif
+	parts = g_strsplit(dir, "/", -1);
+	fd = dup(destfd);
+	if (fd < 0)
+		return -errno;
+	for (char **p = parts; *p; p++) {
+		int nfd;
+
+		if (create && mkdirat(fd, *p, 0700) < 0 && errno != EEXIST) {
+			int err = -errno;
+			close(fd);
+			return err;
+		}
+		nfd = openat(fd, *p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		if (nfd < 0)
+			return -errno;
+		fd = nfd;
+	}
+	*out = fd;
+	return 0;
+}
+

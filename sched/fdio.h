@@ -1,9 +1,11 @@
 /*
- * Whole writes at an offset, through short writes and EINTR, and a
- * directory's fsync: the chunk writer (chunkio.c), the spool (spool*.c) and
- * slowmediactl spool share them.
+ * Whole writes at an offset, through short writes and EINTR, a directory's
+ * fsync, and directories opened beneath another without following links:
+ * the chunk writer (chunkio.c), the spool (spool*.c), the rescue directory
+ * (rescue.c) and slowmediactl spool share them.
  */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -17,3 +19,7 @@ int fd_pwrite_all(int fd, const void *buf, size_t len, off_t off);
 /* fsync the directory dirfd names (it may be O_PATH or AT_FDCWD: a real
  * open of it is synced): 0 or -errno. */
 int fd_fsync_dir(int dirfd);
+/* The directory `dir` (relative, no "..") beneath destfd, never through a
+ * symbolic link, its components made (0700) where missing when create:
+ * *out, 0 or -errno (-ELOOP or -EXDEV: a link or an escape on the way). */
+int fd_open_dir_beneath(int destfd, const char *dir, bool create, int *out);

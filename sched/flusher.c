@@ -39,6 +39,7 @@
  * everything left has given up), stops the admitter, flushes the metadata
  * and reports what is at risk; wq_free then stops the flushers.
  */#include "queue_int.h"
+#include "rescue.h"
 #include "arb_client.h"
 #include "chunkio.h"
 #include "log.h"
@@ -521,23 +522,105 @@ void wq_detached(struct wq *q)
 	wq_unlock_and_release(q);
 }
 
+void wq_abandon(struct wq *q)
+{
+	__atomic_store_n(&q->abandon, true, __ATOMIC_RELEASE);
+}
+
+/* Called with the lock held, the flushers stopped: every byte still queued
+ * goes to the rescue directory (no spool: nowhere else keeps it). */
+static void rescue_all(struct wq *q, const char *why)
+{
+	char path[SPJ_PATH_MAX + 1], rwhy[512];
+	struct rescue *r;
+	int err;
+
+	err = rescue_open(q->opts.rescue_dir, q->medium.id, &r, rwhy, sizeof(rwhy));
+	if (err < 0) {
+		wq_err(q, "%s; and no rescue directory: %s", why, rwhy);
+		report_lost(q);
+		return;
+	}
+	for (GList *l = q->dirty.head; l; l = l->next) {
+		struct wq_file *f = l->data;
+		const char *rel = sq_rel_path(q, f, path, sizeof(path));
+		off_t pos = 0, s, e;
+		char esc[512];
+
+		if (!rel) {
+			wq_err(q, "%s: %" G_GUINT64_FORMAT " bytes could not be written and its "
+			       "name is not known: they are lost",
+			       wqf_path(f, esc, sizeof(esc)), f->map.bytes);
+			continue;
+		}
+		while (extmap_run_from(&f->map, pos, &s, &e) && s >= pos) {
+			g_autofree char *buf = g_malloc(MIN((size_t)(e - s), (size_t)RESCUE_STEP));
+			for (off_t o = s; o < e; o += RESCUE_STEP) {
+				size_t n = (size_t)MIN((off_t)RESCUE_STEP, e - o);
+				memset(buf, 0, n);
+				extmap_overlay(&f->map, o, buf, n);
+				rescue_write(r, rel, (uint64_t)o, buf, n);
+			}
+			pos = e;
+		}
+		/* For recover (spool_cmd.c reads these): the medium's bytes from
+		 * FLOOR on were cut, then the size set to SIZE, before these writes;
+		 * the file ends at its size. */
+		if (f->has_trunc)
+			rescue_note(r, rel, "truncate %jd %jd", (intmax_t)f->trunc_floor,
+				    (intmax_t)f->trunc_size);
+		rescue_note(r, rel, "size %jd", (intmax_t)f->size);
+		rescue_note(r, rel, "error %s", g_strerror(f->error ? -f->error : EIO));
+	}
+	{
+		uint64_t bytes = rescue_bytes(r);
+		unsigned files = rescue_files(r);
+		g_autofree char *dir = g_strdup(rescue_dir(r));
+		err = rescue_close(r);
+		if (err < 0)
+			wq_err(q, "%s; saving them in %s failed: %s", why, dir, g_strerror(-err));
+		else
+			wq_err(q, "%s: %" G_GUINT64_FORMAT " bytes of %u file%s saved in %s "
+			       "(paths as on the medium; see its MANIFEST, or: slowmediactl "
+			       "spool list %s)",
+			       why, bytes, files, files == 1 ? "" : "s", dir,
+			       q->opts.rescue_dir ? q->opts.rescue_dir : "the rescue directory");
+	}
+}
+
 void wq_drain(struct wq *q)
 {
-	int64_t last_log = now_ns();
+	int64_t last_log = now_ns(), last_move = now_ns();
+	int64_t timeout = (int64_t)q->opts.drain_timeout_s * NSEC_PER_SEC;
+	uint64_t flushed = q->flushed_bytes;
+	unsigned ndirty = q->dirty.length;
+	const char *why = NULL;
 
 	pthread_mutex_lock(&q->lock);
 	final_drain_begins(q);
 	if (q->queued)
 		wq_dbg(q, "draining %" G_GUINT64_FORMAT " queued bytes to the medium", q->queued);
 	while (!g_queue_is_empty(&q->dirty) || !g_queue_is_empty(&q->parked) || q->admitting) {
-		if (!g_queue_is_empty(&q->dirty) && all_gave_up(q)) {
-			report_lost(q);
+		/* Going on while the medium takes anything: it may come back. */
+		if (q->flushed_bytes != flushed || q->dirty.length < ndirty)
+			last_move = now_ns();
+		flushed = q->flushed_bytes;
+		ndirty = q->dirty.length;
+		if (__atomic_load_n(&q->abandon, __ATOMIC_ACQUIRE)) {
+			why = "a second signal ended the drain";
+			break;
+		}
+		if (!g_queue_is_empty(&q->dirty) && now_ns() - last_move >= timeout) {
+			why = "the medium took nothing for drain_timeout";
 			break;
 		}
 		if (now_ns() - last_log >= DRAIN_LOG_INTERVAL_NS) {
 			last_log = now_ns();
-			wq_info(q, "draining: %" G_GUINT64_FORMAT " bytes left in %u files",
-				q->queued, q->dirty.length);
+			wq_info(q, "draining: %" G_GUINT64_FORMAT " bytes left in %u files%s",
+				q->queued, q->dirty.length,
+				all_gave_up(q) ? " (failing: retried until drain_timeout, or a "
+						 "second SIGTERM)"
+					       : "");
 			wq_unlock_and_release(q); /* the line now, not at the end */
 			pthread_mutex_lock(&q->lock);
 		}
@@ -549,6 +632,23 @@ void wq_drain(struct wq *q)
 		timed_wait(&q->done, &q->lock, RETRY_MIN_NS);
 	}
 	stop_admitter(q);
+	if (why) {
+		/* The flushers stop taking chunks; the one in flight ends first. */
+		q->paused = true;
+		for (GList *l = q->dirty.head; l;) {
+			struct wq_file *f = l->data;
+			if (f->in_flight) {
+				timed_wait(&q->done, &q->lock, RETRY_MIN_NS);
+				l = q->dirty.head;
+				continue;
+			}
+			l = l->next;
+		}
+		if (q->sq)
+			report_lost(q);
+		else if (!g_queue_is_empty(&q->dirty))
+			rescue_all(q, why);
+	}
 	if (q->meta.dirty)
 		sync_medium_granted(q);
 	report_risk(q, "at exit", true); /* the last word names them all again */
@@ -573,6 +673,7 @@ void wq_free(struct wq *q)
 		close(q->sync_fd);
 	if (q->bdev_fd >= 0)
 		close(q->bdev_fd);
+	g_free(q->root_path);
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->space);
 	pthread_cond_destroy(&q->work);

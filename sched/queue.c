@@ -1318,6 +1318,16 @@ void wq_note_entry(struct wq *q, const char *path)
 
 int wq_spool_open(struct wq *q, char *why, size_t why_n)
 {
+	int r;
+
+	q->root_path = wq_fd_path(q->root_fd);
+	r = medium_identify(q->root_fd, &q->medium);
+	if (r < 0 && q->opts.spool_dir) {
+		snprintf(why, why_n, "spool: cannot identify the medium: %s", g_strerror(-r));
+		return r;
+	}
+	if (r < 0)
+		g_strlcpy(q->medium.id, "unknown", sizeof(q->medium.id));
 	return sq_open(q, &q->opts, why, why_n);
 }
 

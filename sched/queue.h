@@ -29,8 +29,13 @@ struct wq_hooks {
 struct wq *wq_new(const struct sched_opts *opts, int root_fd, const struct wq_hooks *hooks,
 		  unsigned max_dirty);
 int wq_start(struct wq *q);
-/* Wait until everything is on the medium (or has failed for good); logs progress. */
+/* Wait until everything is on the medium, or until the medium took nothing
+ * for drain_timeout= (or wq_abandon): then what is left stays in the spool,
+ * or is saved in the rescue directory; logs progress and where. */
 void wq_drain(struct wq *q);
+/* A second SIGTERM during wq_drain: it ends now, and what is left is saved
+ * (spool, else rescue directory). Async-signal-safe. */
+void wq_abandon(struct wq *q);
 /* Stop the flushers (after wq_drain) and free the queue. */
 void wq_free(struct wq *q);
 

@@ -16,6 +16,8 @@
 #include "policy.h"
 #include "risk.h"
 #include "log.h"
+#include "spool_journal.h"
+#include "medium.h"
 
 #include <glib.h>
 #include <pthread.h>
@@ -172,7 +174,12 @@ struct wq {
 	uint64_t flushed_bytes, chunks;
 	unsigned max_dirty; /* immutable: each dirty file holds up to two fds */
 	struct spoolq *sq;  /* spool=DIR (set before wq_start), else NULL */
+	struct medium medium; /* wq_spool_open's: the spool's key, a rescue's */
+	char *root_path;      /* the lower root's absolute path (wq_spool_open) */
+	bool abandon;	    /* atomic: a second signal during the final drain */
 };
+/* What the rescue copies per step (flusher.c). */
+#define RESCUE_STEP (1u << 20)
 
 
 static inline int64_t now_ns(void)
@@ -284,3 +291,6 @@ void sq_done_synced(struct wq *q, GHashTable *t, bool ok);
 /* The spool holds spool_max: writers wait. */
 bool sq_full(const struct wq *q);
 void sq_get_stats(struct wq *q, struct wq_spool_stats *s);
+/* f's path below the lower root (its last journaled one, or from its fd),
+ * escaped nowhere: a record's path; NULL when not known. */
+const char *sq_rel_path(struct wq *q, struct wq_file *f, char *buf, size_t size);

@@ -22,6 +22,7 @@ void sched_opts_init(struct sched_opts *o)
 	o->latency_ms = SCHED_LATENCY_DEFAULT_MS;
 	o->read_grace_ms = SCHED_READ_GRACE_DEFAULT_MS;
 	o->spool_sync_ms = SCHED_SPOOL_SYNC_DEFAULT_MS;
+	o->drain_timeout_s = SCHED_DRAIN_TIMEOUT_DEFAULT_S;
 	o->flushers = SCHED_FLUSHERS_DEFAULT;
 	o->arbiter = g_strdup("auto");
 }
@@ -30,6 +31,7 @@ void sched_opts_free(struct sched_opts *o)
 {
 	g_free(o->group);
 	g_free(o->spool_dir);
+	g_free(o->rescue_dir);
 	g_free(o->arbiter);
 	if (o->no_effect)
 		g_ptr_array_unref(o->no_effect);
@@ -182,7 +184,7 @@ int sched_opts_handle(struct sched_opts *o, const char *opt, GPtrArray *errors)
 	const char *val = eq ? eq + 1 : NULL;
 	static const char *const valued[] = {
 		"prio", "class", "weight", "group", "rate", "queue", "spool", "spool_max",
-		"spool_sync", "latency", "read_grace", "flushers", "arbiter", NULL};
+		"spool_sync", "drain_timeout", "rescue", "latency", "read_grace", "flushers", "arbiter", NULL};
 
 	if (strcmp(key, "sync_close") == 0) {
 		if (val)
@@ -232,6 +234,10 @@ int sched_opts_handle(struct sched_opts *o, const char *opt, GPtrArray *errors)
 	} else if (strcmp(key, "spool_max") == 0) {
 		size_opt(key, val, SCHED_QUEUE_MIN_BYTES, UINT64_MAX >> 1,
 			 &o->spool_max_bytes, errors);
+	} else if (strcmp(key, "drain_timeout") == 0) {
+		uint_opt(key, val, 1, SCHED_DRAIN_TIMEOUT_MAX_S, &o->drain_timeout_s, errors);
+	} else if (strcmp(key, "rescue") == 0) {
+		path_opt(key, val, &o->rescue_dir, errors);
 	} else if (strcmp(key, "spool_sync") == 0) {
 		uint_opt(key, val, 0, SCHED_SPOOL_SYNC_MAX_MS, &o->spool_sync_ms, errors);
 		o->spool_sync_given = true;
@@ -329,6 +335,11 @@ const char *sched_opts_help(void)
 	       "    -o spool_max=SIZE      writers wait while the spool holds this (4G)\n"
 	       "    -o spool_sync=MS       fdatasync of the journal at most MS after a\n"
 	       "                           write; 0: before every answer (100)\n"
+	       "    -o drain_timeout=S     at exit, give up on a medium that takes nothing\n"
+	       "                           for S s (or at a second SIGTERM): the data left\n"
+	       "                           stays in the spool, else goes to the rescue\n"
+	       "                           directory (60)\n"
+	       "    -o rescue=DIR          the rescue directory (/var/lib/slowmedia/rescue)\n"
 	       "    -o latency=MS          longest delay a read may see from one chunk (100)\n"
 	       "    -o read_grace=MS       quiet time after reads before flushing (20)\n"
 	       "    -o flushers=N          flusher threads (1)\n"

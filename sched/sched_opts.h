@@ -19,6 +19,8 @@
 #define SCHED_FLUSHERS_DEFAULT 1
 #define SCHED_FLUSHERS_MAX 64
 #define SCHED_SPOOL_SYNC_DEFAULT_MS 100
+#define SCHED_DRAIN_TIMEOUT_DEFAULT_S 60
+#define SCHED_DRAIN_TIMEOUT_MAX_S (7 * 24 * 3600)
 #define SCHED_SPOOL_SYNC_MAX_MS 60000
 #define SCHED_GROUP_NAME_MAX 64
 
@@ -35,6 +37,8 @@ struct sched_opts {
 	uint64_t spool_max_bytes; /* 0: not given */
 	unsigned spool_sync_ms;	  /* fdatasync of the journal every MS; 0: per write */
 	bool spool_sync_given;
+	unsigned drain_timeout_s; /* the final drain gives up after this long without progress */
+	char *rescue_dir;	  /* NULL: rescue_default_base() */
 	unsigned latency_ms;
 	unsigned read_grace_ms;
 	unsigned flushers;

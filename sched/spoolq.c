@@ -85,7 +85,6 @@ struct spoolq {
 	size_t root_len;
 	uint64_t max_bytes; /* spool_max */
 	unsigned sync_ms;
-	struct medium medium;
 	GHashTable *done;  /* key -> seq (as pointers): on the lower, not yet synced */
 	GHashTable *paths; /* paths journaled (a set), for renames and unlinks */
 	bool moves;	   /* RENAME or UNLINK records were made (SQ_MOVES_KEY) */
@@ -419,7 +418,7 @@ static int replay(struct wq *q, struct spoolq *sq, char *why, size_t why_n)
 	int64_t t0 = now_ns(), logged = t0;
 	int r;
 
-	if (spool_medium_key(sq->medium.id, key) < 0)
+	if (spool_medium_key(q->medium.id, key) < 0)
 		return -EINVAL;
 	r = spool_replay_begin(sq->sp, &it);
 	if (r < 0) {
@@ -534,7 +533,7 @@ int sq_open(struct wq *q, const struct sched_opts *o, char *why, size_t why_n)
 	struct spoolq *sq;
 	struct spool_medium_desc desc;
 	char swhy[SPOOL_WHY_MAX];
-	g_autofree char *root = wq_fd_path(q->root_fd);
+	const char *root = q->root_path;
 	int r;
 
 	why[0] = '\0';
@@ -557,22 +556,17 @@ int sq_open(struct wq *q, const struct sched_opts *o, char *why, size_t why_n)
 	sq->done = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
 	sq->paths = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	pthread_cond_init(&sq->kick, NULL);
-	r = medium_identify(q->root_fd, &sq->medium);
-	if (r < 0) {
-		snprintf(why, why_n, "spool: cannot identify the medium: %s", g_strerror(-r));
-		goto fail;
-	}
-	desc = (struct spool_medium_desc){.label = sq->medium.label,
-					  .source = sq->medium.source[0] ? sq->medium.source : NULL,
-					  .size = sq->medium.size};
-	r = spool_open(sq->dir, sq->medium.id, &desc, &sq->sp, swhy);
+	desc = (struct spool_medium_desc){.label = q->medium.label,
+					  .source = q->medium.source[0] ? q->medium.source : NULL,
+					  .size = q->medium.size};
+	r = spool_open(sq->dir, q->medium.id, &desc, &sq->sp, swhy);
 	if (r < 0) {
 		snprintf(why, why_n, "spool=%s: %s", sq->dir, swhy);
 		goto fail;
 	}
 	q->sq = sq;
 	sm_info("spool=%s: medium %s%s, spool_max %" PRIu64 " MiB, synced every %u ms", sq->dir,
-		sq->medium.id, sq->medium.weak ? " (no UUID: identified by fsid, size and label)" : "",
+		q->medium.id, q->medium.weak ? " (no UUID: identified by fsid, size and label)" : "",
 		sq->max_bytes >> 20, sq->sync_ms);
 	r = replay(q, sq, why, why_n);
 	if (r < 0) {
@@ -647,6 +641,25 @@ static const char *file_path(struct wq *q, struct wq_file *f, int fd, bool *gone
 		f->spath = g_strdup(abs + sq->root_len + 1);
 	}
 	return f->spath;
+}
+
+const char *sq_rel_path(struct wq *q, struct wq_file *f, char *buf, size_t size)
+{
+	g_autofree char *abs = f->fd >= 0 ? wq_fd_path(f->fd) : NULL;
+	size_t n = q->root_path ? strlen(q->root_path) : 0;
+
+	if (q->root_path && strcmp(q->root_path, "/") == 0)
+		n = 0;
+	if (abs && q->root_path && strncmp(abs, q->root_path, n) == 0 && abs[n] == '/' &&
+	    !g_str_has_suffix(abs, " (deleted)")) {
+		g_strlcpy(buf, abs + n + 1, size);
+		return buf;
+	}
+	if (f->spath && strcmp(f->spath, SQ_NO_NAME) != 0) {
+		g_strlcpy(buf, f->spath, size);
+		return buf;
+	}
+	return NULL;
 }
 
 /* SLOWMEDIA_SPOOL_NO_HANDLES=1 journals paths alone, as on a lower without
@@ -947,6 +960,6 @@ void sq_get_stats(struct wq *q, struct wq_spool_stats *s)
 	s->err = st.err ? st.err : q->sq->err;
 	s->replayed_records = q->sq->replayed_records;
 	s->replayed_bytes = q->sq->replayed_bytes;
-	g_strlcpy(s->medium, q->sq->medium.id, sizeof(s->medium));
+	g_strlcpy(s->medium, q->medium.id, sizeof(s->medium));
 	g_strlcpy(s->dir, q->sq->dir, sizeof(s->dir));
 }
