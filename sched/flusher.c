@@ -546,6 +546,7 @@ static void rescue_all(struct wq *q, const char *why)
 		const char *rel = sq_rel_path(q, f, path, sizeof(path));
 		off_t pos = 0, s, e;
 		char esc[512];
+		int werr = 0;
 
 		if (!rel) {
 			wq_err(q, "%s: %" G_GUINT64_FORMAT " bytes could not be written and its "
@@ -553,13 +554,13 @@ static void rescue_all(struct wq *q, const char *why)
 			       wqf_path(f, esc, sizeof(esc)), f->map.bytes);
 			continue;
 		}
-		while (extmap_run_from(&f->map, pos, &s, &e) && s >= pos) {
+		while (!werr && extmap_run_from(&f->map, pos, &s, &e) && s >= pos) {
 			g_autofree char *buf = g_malloc(MIN((size_t)(e - s), (size_t)RESCUE_STEP));
-			for (off_t o = s; o < e; o += RESCUE_STEP) {
+			for (off_t o = s; o < e && !werr; o += RESCUE_STEP) {
 				size_t n = (size_t)MIN((off_t)RESCUE_STEP, e - o);
 				memset(buf, 0, n);
 				extmap_overlay(&f->map, o, buf, n);
-				rescue_write(r, rel, (uint64_t)o, buf, n);
+				werr = rescue_write(r, rel, (uint64_t)o, buf, n);
 			}
 			pos = e;
 		}
@@ -571,11 +572,23 @@ static void rescue_all(struct wq *q, const char *why)
 				    (intmax_t)f->trunc_size);
 		rescue_note(r, rel, "size %jd", (intmax_t)f->size);
 		rescue_note(r, rel, "error %s", g_strerror(f->error ? -f->error : EIO));
+		if (werr)
+			wq_err(q, "%s: %" G_GUINT64_FORMAT " bytes could not be written (%s), nor "
+			       "saved in %s (%s): they are lost",
+			       wqf_path(f, esc, sizeof(esc)), f->map.bytes,
+			       g_strerror(f->error ? -f->error : EIO), rescue_dir(r), g_strerror(-werr));
+		else
+			wq_err(q, "%s: %" G_GUINT64_FORMAT " bytes are not on the medium (%s): "
+			       "saved in %s",
+			       wqf_path(f, esc, sizeof(esc)), f->map.bytes,
+			       g_strerror(f->error ? -f->error : EIO), rescue_dir(r));
 	}
 	{
 		uint64_t bytes = rescue_bytes(r);
 		unsigned files = rescue_files(r);
 		g_autofree char *dir = g_strdup(rescue_dir(r));
+		g_autofree char *base = q->opts.rescue_dir ? g_strdup(q->opts.rescue_dir)
+							   : rescue_default_base();
 		err = rescue_close(r);
 		if (err < 0)
 			wq_err(q, "%s; saving them in %s failed: %s", why, dir, g_strerror(-err));
@@ -583,8 +596,7 @@ static void rescue_all(struct wq *q, const char *why)
 			wq_err(q, "%s: %" G_GUINT64_FORMAT " bytes of %u file%s saved in %s "
 			       "(paths as on the medium; see its MANIFEST, or: slowmediactl "
 			       "spool list %s)",
-			       why, bytes, files, files == 1 ? "" : "s", dir,
-			       q->opts.rescue_dir ? q->opts.rescue_dir : "the rescue directory");
+			       why, bytes, files, files == 1 ? "" : "s", dir, base);
 	}
 }
 

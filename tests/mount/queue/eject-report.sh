@@ -27,7 +27,7 @@ BIG=eject-big.dat BIG_SIZE=$((20 << 20))
 q_on_exit "slowdev_down $SD"
 slowdev_up "$SD" 64 usbstick ext2 "$LOWER" || { echo "slowdev_up failed"; exit 1; }
 DISK=$(slowdev_disk "$SD")
-q_start "$LOWER" "$MNT" rate=2M
+q_start "$LOWER" "$MNT" "rate=2M,drain_timeout=2,rescue=$Q_TMP/rescue"
 
 ctl() {
 	slowdev_ctl "$SD" "$1" || q_fail "slowdev ctl '$1' refused"

@@ -2,8 +2,9 @@
 # A file name cannot forge a log line. The victim's name holds a newline and
 # then a fake "slowmedia: ..." line; its writes fail on the medium (slowdev's
 # `fail write` over the whole disk, see eio.sh), so the daemon logs its path
-# twice: "write of PATH failed" while mounted, and "PATH: N bytes could not be
-# written ...; they are lost" at exit, once the drain gives up. Each must stay
+# twice: "write of PATH failed" while mounted, and "PATH: N bytes are not on
+# the medium ...: saved in RESCUE" at exit, once the drain gives up
+# (drain_timeout=2; the rescue directory in the test's temp dir). Each must stay
 # on one line, the newline shown as \n, and no line may start with the fake.
 # usage: log-escape.sh SLOWMEDIA QIO SLOWDEV
 SLOWMEDIA=$1 QIO=$2 SLOWDEV=${3:-}
@@ -12,7 +13,7 @@ q_require_slowdev
 q_init
 
 loss_line() {
-	grep -F "$LOWER/$ESCAPED: " "$Q_LOG" | grep -q "bytes could not be written .*they are lost"
+	grep -F "$LOWER/$ESCAPED: " "$Q_LOG" | grep -q "bytes are not on the medium .*saved in $Q_TMP/rescue/"
 }
 
 no_line_starts() { # TEXT
@@ -26,7 +27,7 @@ ESCAPED="victim\\n$FAKE" # as the log must show it
 q_on_exit "slowdev_down $SD"
 slowdev_up "$SD" 16 dvdram ext2 "$LOWER" || { echo "slowdev_up failed"; exit 1; }
 slowdev_ctl "$SD" "fast on"
-q_start "$LOWER" "$MNT"
+q_start "$LOWER" "$MNT" "drain_timeout=2,rescue=$Q_TMP/rescue"
 
 # Allocated and synced before the fault: only the overwrite must fail.
 q_check "the victim file, allocated and synced" \
@@ -41,7 +42,7 @@ for ((i = 0; i < 100; i++)); do
 done
 q_check "the failed write is logged" grep -q "failed: " "$Q_LOG"
 q_alive "$MNT"
-# The fault stays: the drain at exit gives up and reports the bytes lost.
+# The fault stays: the drain at exit gives up and saves the bytes.
 q_stop "$MNT" allow-errors
 
 echo "  the daemon's output:"
