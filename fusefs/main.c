@@ -266,7 +266,8 @@ int main(int argc, char *argv[])
 		char why[1024];
 		if (wq_spool_open(fs.wq, why, sizeof(why)) < 0) {
 			fprintf(stderr, "%s: %s\n", prog, why);
-			sm_err("%s", why);
+			if (!cmd.foreground)
+				sm_err("%s", why); /* and in the log, which a boot-time mount has */
 			r = 1;
 			goto out_wq;
 		}

@@ -52,6 +52,7 @@
 #include "queue_int.h"
 #include "medium.h"
 #include "spool.h"
+#include "rescue.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -406,6 +407,28 @@ static int replay_apply(struct replay_file *rf, const struct spj_record *rec,
 	}
 }
 
+/* A record the replay must not apply: its data saved in a rescue (opened at
+ * the first), and the refusal logged. */
+static void refuse_record(struct wq *q, struct rescue **rs, const struct spj_record *rec,
+			  const void *payload)
+{
+	char esc[512], why[512];
+
+	sm_err("spool replay: record %" PRIu64 " of %s refused: a symbolic link on its path "
+	       "(not followed)",
+	       rec->seq, sm_log_escape(rec->path, esc, sizeof(esc)));
+	if (!*rs && rescue_open(q->opts.rescue_dir, q->medium.id, rs, why, sizeof(why)) < 0) {
+		sm_err("spool replay: %s: record %" PRIu64 " is lost", why, rec->seq);
+		return;
+	}
+	if (rec->type == SPJ_WRITE)
+		rescue_write(*rs, rec->path, rec->offset, payload, rec->length);
+	else if (rec->type == SPJ_TRUNCATE)
+		rescue_note(*rs, rec->path, "truncate %" PRIu64 " %" PRIu64, rec->offset,
+			    rec->offset);
+	rescue_note(*rs, rec->path, "refused a symbolic link on its path");
+}
+
 static int replay(struct wq *q, struct spoolq *sq, char *why, size_t why_n)
 {
 	char key[SPOOL_KEY_MAX + 1], esc[512];
@@ -414,8 +437,9 @@ static int replay(struct wq *q, struct spoolq *sq, char *why, size_t why_n)
 	struct spool_replay *it;
 	struct spj_record rec;
 	const void *payload;
-	uint64_t last = 0, bytes = 0, records = 0, skipped = 0;
+	uint64_t last = 0, bytes = 0, records = 0, skipped = 0, refused = 0;
 	int64_t t0 = now_ns(), logged = t0;
+	struct rescue *rs = NULL;
 	int r;
 
 	if (spool_medium_key(q->medium.id, key) < 0)
@@ -436,6 +460,13 @@ static int replay(struct wq *q, struct spoolq *sq, char *why, size_t why_n)
 		       rec.offset, rec.length, r == 1 ? "skipped" : r == 0 ? rf.path : "error");
 		if (r == 1) {
 			skipped++;
+			continue;
+		}
+		if (r == -ELOOP || r == -EXDEV) {
+			/* A symbolic link on the way (planted, or made since): never
+			 * followed. The bytes go to the rescue directory. */
+			refused++;
+			refuse_record(q, &rs, &rec, payload);
 			continue;
 		}
 		if (r == 0)
@@ -460,6 +491,15 @@ static int replay(struct wq *q, struct spoolq *sq, char *why, size_t why_n)
 		}
 	}
 	replay_file_close(&rf);
+	if (rs) {
+		uint64_t rb = rescue_bytes(rs);
+		g_autofree char *rdir = g_strdup(rescue_dir(rs));
+		int e = rescue_close(rs);
+		sm_err("spool replay: %" PRIu64 " record%s refused (a symbolic link on the path: "
+		       "never followed); their %" PRIu64 " bytes were %s %s",
+		       refused, refused == 1 ? "" : "s", rb, e < 0 ? "not all saved in" : "saved in",
+		       rdir);
+	}
 	if (r == SPOOL_DAMAGED) {
 		const struct spool_damage *d = spool_replay_damage(it);
 		sm_err("spool replay stopped at damage in segment %s at offset %" PRIu64

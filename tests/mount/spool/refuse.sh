@@ -1,0 +1,59 @@
+#!/bin/bash
+# spool-refuse: a spool directory that cannot be trusted or used is refused
+# with a message naming the problem, and nothing is mounted: writable by
+# others, on the medium itself, a missing parent, in use by another process
+# (its lock held), a file; spool_sync= and spool_max= without spool=. A
+# spool directory that does not exist yet (its parent does) is made, 0700,
+# and the mount comes up.
+# usage: refuse.sh SLOWMEDIA QIO SPOOL_GEN
+SLOWMEDIA=$1 QIO=$2 GEN=${3:-}
+. "$(dirname "$0")/../queue/qlib.sh"
+q_require
+q_init
+LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
+q_tmpfs "$LOWER"
+mkdir -p "$MNT"
+FAST=$Q_TMP/fast
+q_tmpfs "$FAST" # another filesystem than the lower: a fast disk
+
+# refused WHAT OPTS PATTERN: the daemon exits non-zero, says PATTERN, and
+# nothing is mounted.
+refused() {
+	local what=$1 opts=$2 pat=$3 out=$Q_TMP/out rc
+	timeout 20 "$SLOWMEDIA" "$LOWER" "$MNT" -f -o "$opts" >"$out" 2>&1
+	rc=$?
+	sed 's/^/  | /' "$out"
+	q_check "$what: refused (exit $rc)" [ "$rc" -ne 0 -a "$rc" -ne 124 ]
+	q_check "$what: the message says why" grep -q -- "$pat" "$out"
+	q_check "$what: nothing mounted" sh -c "! awk -v m='$MNT' '\$2 == m {f = 1} END {exit !f}' /proc/mounts"
+}
+
+mkdir -m 0777 "$FAST/open"
+refused "world-writable" "spool=$FAST/open" "writable by others"
+mkdir -m 0700 "$LOWER/spool"
+refused "on the medium" "spool=$LOWER/spool" "on the medium itself"
+refused "missing parent" "spool=$FAST/no/such" "parent $FAST/no is not a directory"
+touch "$FAST/file"
+refused "a file" "spool=$FAST/file" "not a directory"
+refused "spool_sync without spool" "spool_sync=10" "spool_sync= needs spool=DIR"
+refused "spool_max without spool" "spool_max=1G" "spool_max= needs spool=DIR"
+
+# In use: the lock of this medium's spool held by another process.
+q_start "$LOWER" "$MNT" "spool=$FAST/mine"
+q_check "a missing spool directory is made, mode 0700" \
+	[ "$(stat -c %a "$FAST/mine")" = 700 ]
+ID=$(sed -n 's/.*spool=[^:]*: medium \([^ ,]*\).*/\1/p' "$Q_LOG" | head -1)
+q_log "the medium is $ID"
+q_stop "$MNT"
+if [ -x "$GEN" ] && [ -n "$ID" ]; then
+	"$GEN" hold "$FAST/mine" "$ID" "$Q_TMP/held" &
+	HOLDER=$!
+	q_on_exit "kill $HOLDER"
+	for _ in $(seq 50); do [ -e "$Q_TMP/held" ] && break; sleep 0.1; done
+	refused "in use" "spool=$FAST/mine" "in use"
+	kill "$HOLDER"
+	wait "$HOLDER" 2>/dev/null
+else
+	q_fail "no spool-gen or no medium id in the log"
+fi
+q_finish
