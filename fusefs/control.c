@@ -436,6 +436,22 @@ static void reply_status(struct ctl_client *cl)
 		ctl_add_i64(o, "arbiter_id", id);
 	}
 	ctl_add_u64(o, "read_bytes", __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED));
+	{
+		struct wq_spool_stats sp;
+		wq_spool_stats(fs->wq, &sp);
+		ctl_add(o, "spool", sp.on ? sp.dir : "");
+		if (sp.on) {
+			ctl_add(o, "spool_medium", sp.medium);
+			ctl_add_u64(o, "spool_bytes", sp.bytes);
+			ctl_add_u64(o, "spool_max", sp.max_bytes);
+			ctl_add_u64(o, "spool_segments", sp.segments);
+			ctl_add_u64(o, "spool_held", sp.held);
+			ctl_add_u64(o, "spool_set_aside", sp.set_aside);
+			ctl_add(o, "spool_error", sp.err ? g_strerror(-sp.err) : "");
+			ctl_add_u64(o, "spool_replayed_records", sp.replayed_records);
+			ctl_add_u64(o, "spool_replayed_bytes", sp.replayed_bytes);
+		}
+	}
 	ctl_add_u64(o, "pid", (uint64_t)getpid());
 	ctl_add_u64(o, "uid", (uint64_t)geteuid());
 	ctl_end(o);

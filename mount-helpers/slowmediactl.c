@@ -402,6 +402,32 @@ static void human_settings(GString *o, const struct ctl_msg *s)
 	    wr, get_u(s, "chunks"), get_u(s, "chunks") == 1 ? "" : "s");
 }
 
+static void human_spool(GString *o, const struct ctl_msg *s)
+{
+	g_autofree char *dir = ctlc_fmt_text(get_s(s, "spool"));
+	g_autofree char *b = ctlc_fmt_size(get_u(s, "spool_bytes"));
+	g_autofree char *max = ctlc_fmt_size(get_u(s, "spool_max"));
+	g_autofree char *rb = ctlc_fmt_size(get_u(s, "spool_replayed_bytes"));
+	uint64_t held = get_u(s, "spool_held"), aside = get_u(s, "spool_set_aside");
+	const char *err = get_s(s, "spool_error");
+
+	if (!*dir)
+		return;
+	g_string_append_printf(o, "  spool     %s: %s of %s in %" G_GUINT64_FORMAT " segment%s",
+			       dir, b, max, get_u(s, "spool_segments"),
+			       get_u(s, "spool_segments") == 1 ? "" : "s");
+	if (get_u(s, "spool_replayed_records"))
+		g_string_append_printf(o, "; replayed %" G_GUINT64_FORMAT " records (%s) at mount",
+				       get_u(s, "spool_replayed_records"), rb);
+	g_string_append_c(o, '\n');
+	if (held || aside)
+		g_string_append_printf(o, "  spool     damage: %" G_GUINT64_FORMAT " segment%s set aside, %"
+				       G_GUINT64_FORMAT " held (slowmediactl spool list %s)\n",
+				       aside, aside == 1 ? "" : "s", held, dir);
+	if (*err)
+		g_string_append_printf(o, "  spool     error: %s (writes fail until it is mended)\n", err);
+}
+
 static void human_errors(GString *o, const struct ctlc_mount *m)
 {
 	uint64_t n = get_u(&m->status, "errors");
@@ -437,6 +463,7 @@ static void human_mount(GString *o, const struct ctlc_mount *m, bool tty, uint64
 	human_medium(o, s);
 	human_queue(o, s, frac, tty && (q || base));
 	human_settings(o, s);
+	human_spool(o, s);
 	human_errors(o, m);
 	g_string_append_printf(o, "  daemon    pid %s, uid %s\n", get_s(s, "pid"),
 			       get_s(s, "uid"));

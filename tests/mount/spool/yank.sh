@@ -22,7 +22,7 @@ chmod 700 "$SPOOL"
 q_on_exit "slowdev_down $SD"
 slowdev_up "$SD" 64 usbstick ext2 "$LOWER" || { echo "slowdev_up failed"; exit 1; }
 LOOP=$(slowdev_loop "$SD")
-q_start "$LOWER" "$MNT" "rate=1M,queue=16M,spool=$SPOOL"
+q_start "$LOWER" "$MNT" "rate=1M,queue=16M,spool=$SPOOL,drain_timeout=2"
 
 declare -A SIZE=([big.dat]=$((8 << 20)) [sub/small.dat]=$((100 << 10)) [second.dat]=$((1 << 20)))
 declare -A SEED=([big.dat]=41 [sub/small.dat]=42 [second.dat]=43)
@@ -56,6 +56,10 @@ q_check "the replay is in the log" grep -q 'spool replay: [1-9][0-9]* records' "
 for f in big.dat sub/small.dat second.dat; do
 	q_check "$f holds what was written" q_quiet "$QIO" verify "$MNT/$f" "${SIZE[$f]}" "${SEED[$f]}"
 done
+"$CTL" status "$MNT" >"$Q_TMP/status" 2>&1
+sed 's/^/  status: /' "$Q_TMP/status"
+q_check "slowmediactl status shows the spool and the replay" \
+	grep -Eq "spool +$SPOOL: .*replayed [1-9][0-9]* records" "$Q_TMP/status"
 q_stop "$MNT"
 "$CTL" spool list "$SPOOL" | sed 's/^/  list: /'
 q_check "nothing is pending in the spool" grep -q 'pending   nothing' <("$CTL" spool list "$SPOOL")
