@@ -150,9 +150,8 @@ void sm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	bool spooled = false;
 	int pfd, npfd, r;
 
-	/* The spool follows moved names of files it journaled (not exchanges:
-	 * their journaled writes then count on the file handle alone). */
-	if (wq_spooling(fs->wq) && !(flags & RENAME_EXCHANGE))
+	/* The spool follows moved names of files it journaled. */
+	if (wq_spooling(fs->wq))
 		spooled = entry_path(fs, from, name, path, sizeof(path)) == 0 &&
 			  entry_path(fs, to, newname, newpath, sizeof(newpath)) == 0;
 	r = check_name(name);
@@ -174,7 +173,14 @@ void sm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	inode_fd_put(fs, from);
 	if (r == 0)
 		note_entry(fs, to, newname);
-	if (r == 0 && spooled) {
+	if (r == 0 && spooled && (flags & RENAME_EXCHANGE)) {
+		/* Three moves through a name that never exists: a replay that
+		 * carries a path through them in order ends at the other one. */
+		g_autofree char *tmp = g_strconcat(path, ".slowmedia-exchange", NULL);
+		wq_note_rename(fs->wq, path, tmp);
+		wq_note_rename(fs->wq, newpath, path);
+		wq_note_rename(fs->wq, tmp, newpath);
+	} else if (r == 0 && spooled) {
 		wq_note_rename(fs->wq, newpath, NULL); /* a replaced file */
 		wq_note_rename(fs->wq, path, newpath);
 	}

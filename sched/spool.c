@@ -39,8 +39,13 @@
  * earlier run are never appended to: the first append of a run begins a new
  * segment, and the active one rotates at the segment limit (one record at
  * least each).
- * Rotation syncs the segment it closes, so only the last segment can have a
- * torn tail after a crash; a torn tail anywhere else is damage.
+ * A segment that reaches the limit is rotated out at once and synced and
+ * closed by the next spool_sync, before the newer one is synced (an append
+ * never waits for a sync); spool_rotate and spool_close sync it at once. So
+ * a crash that did not interrupt a sync leaves a torn tail only in the last
+ * segment; a torn tail anywhere else is damage (power lost in the middle of
+ * such a sync reads as damage too: the records after it were not synced
+ * either, and stay for recover).
  *
  * Reclaim. The caller names each record's file by an opaque 64-bit key.
  * Every segment keeps a map key -> the highest seq of that key's records in
@@ -233,6 +238,7 @@ struct seg {
 	int sync_fd;	      /* the active segment's second descriptor; else -1 */
 	uint64_t nrec;	      /* records appended by this run */
 	bool had_keys;	      /* some record of it was handed out or appended */
+	bool retiring;	      /* rotated out, its sync and close still due */
 };
 
 struct spool {
@@ -553,7 +559,7 @@ static int sweep_locked(struct spool *sp)
 		/* Oldest first, and none with records behind one that must stay
 		 * (see Reclaim in the DESIGN comment); one that never held a
 		 * record (a torn header cut away) goes anyway. */
-		if (s == sp->active || s->state != SEG_LIVE || s->keys.n ||
+		if (s == sp->active || s->retiring || s->state != SEG_LIVE || s->keys.n ||
 		    (blocked && s->had_keys)) {
 			blocked = true;
 			i++;
@@ -580,17 +586,69 @@ static int sweep_locked(struct spool *sp)
 
 /* Close the active segment, synced first (so only the last segment of a
  * spool is ever torn). */
+/* The oldest segment rotated out whose sync is still due, or NULL. */
+static struct seg *retiring_locked(const struct spool *sp)
+{
+	for (size_t i = 0; i < sp->nsegs; i++)
+		if (sp->segs[i]->retiring)
+			return sp->segs[i];
+	return NULL;
+}
+
+/* Sync and close segment s, rotated out: the lock is dropped around the
+ * fdatasync (sp->syncing, as a group sync; the sweep leaves s alone). */
+static int settle_locked(struct spool *sp, struct seg *s)
+{
+	int r;
+
+	sp->syncing = true;
+	pthread_mutex_unlock(&sp->lock);
+	r = fdatasync(s->sync_fd) < 0 ? -errno : 0;
+	pthread_mutex_lock(&sp->lock);
+	sp->syncing = false;
+	pthread_cond_broadcast(&sp->cond);
+	if (r && !sp->err)
+		sp->err = r;
+	spj_close(s->w);
+	s->w = NULL;
+	close(s->sync_fd);
+	s->sync_fd = -1;
+	s->retiring = false;
+	return r;
+}
+
+/* The active segment is closed without waiting: the next spool_sync syncs
+ * and closes it before anything newer (or spool_close does). An append that
+ * passes the segment limit thus never waits for a sync under the lock its
+ * caller holds. */
+static void retire_locked(struct spool *sp)
+{
+	struct seg *s = sp->active;
+
+	if (!s)
+		return;
+	s->retiring = true;
+	s->state = SEG_LIVE;
+	sp->active = NULL;
+}
+
+/* Close the active segment, synced first, and every one rotated out before
+ * it (so only the last segment of a spool can be torn by a crash that the
+ * caller waited for). */
 static int rotate_locked(struct spool *sp)
 {
 	struct seg *s = sp->active;
+	struct seg *old;
 	int err;
 
-	if (!s)
-		return 0;
-	while (sp->syncing)
-		pthread_cond_wait(&sp->cond, &sp->lock);
-	if (sp->active != s)
-		return 0; /* another thread closed it while we waited */
+	while (sp->syncing || (old = retiring_locked(sp))) {
+		if (sp->syncing)
+			pthread_cond_wait(&sp->cond, &sp->lock);
+		else
+			settle_locked(sp, old);
+	}
+	if (!s || sp->active != s)
+		return sp->err; /* none, or another thread closed it while we waited */
 	err = sp->err ? sp->err : spj_sync(s->w);
 	if (!err)
 		sp->synced = sp->next_seq;
@@ -657,11 +715,8 @@ static int append_locked(struct spool *sp, uint64_t key, const struct spj_record
 		return sp->err;
 	if (sp->replay_due)
 		return -EAGAIN;
-	if (sp->active && sp->active->nrec && sp->active->size + need > sp->seg_max) {
-		err = rotate_locked(sp);
-		if (err && sp->err)
-			return err; /* a failed delete is no reason to refuse a write */
-	}
+	if (sp->active && sp->active->nrec && sp->active->size + need > sp->seg_max)
+		retire_locked(sp);
 	if (!sp->active && (err = begin_segment_locked(sp)))
 		return err;
 	s = sp->active;
@@ -713,8 +768,15 @@ int spool_sync(struct spool *sp)
 		uint64_t upto = sp->next_seq;
 		int fd, r;
 
+		struct seg *old;
+
 		if (sp->syncing) {
 			pthread_cond_wait(&sp->cond, &sp->lock);
+			continue;
+		}
+		/* Segments rotated out first: their records are older. */
+		if ((old = retiring_locked(sp))) {
+			settle_locked(sp, old);
 			continue;
 		}
 		if (!sp->active) { /* closed segments were synced when closed */

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The spool at work: a copy to a slow medium through slowmedia with spool=,
+# the daemon killed with kill -9 the moment the copy returns, and the next
+# mount's replay.
+#
+# usage: spool-replay.sh [--quick] [--runs N] [--mb N] [--wbps BYTES]
+#
+# The medium is an ext2 image on a direct-I/O loop device throttled by the
+# root cgroup-v1 blkio throttle (tests/lib/media.sh) to --wbps bytes/s of
+# writes (8 MB/s: a DVD-RAM's 2 MB/s would take minutes per run). The spool
+# is a directory on /var/tmp, the machine's own disk. Per run:
+#   1. the fast disk: dd of MB MiB to /var/tmp with conv=fsync (its write
+#      throughput, for the ratio);
+#   2. dd of MB MiB into the mount (queue= MB+16 MiB, so the whole copy is
+#      acknowledged at memory speed and the spool holds all of it), then at
+#      once kill -9 of the daemon and a lazy unmount: the writer's throughput,
+#      and what the spool holds;
+#   3. the daemon started again: the time until the mount is there (the
+#      replay puts the spool on the medium first), then the time until a
+#      drain through slowmediactl returns; the file is compared with the
+#      source.
+# The table: median [min-max] of the runs; the replay's pace as a share of
+# the medium's throttled bandwidth.
+#
+# Root only (loop device, blkio throttle); exits 77 otherwise or without
+# /dev/fuse. Everything is undone on exit.
+set -u -o pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+: "${SLOWMEDIA_BUILD:=$top/build}"
+slowmedia=$SLOWMEDIA_BUILD/fusefs/slowmedia
+ctl=$SLOWMEDIA_BUILD/mount-helpers/slowmediactl
+runs=3 mb=256 wbps=8000000
+orig_args=("$@")
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) runs=1 mb=64 ;;
+	--runs) runs=$2; shift ;;
+	--mb) mb=$2; shift ;;
+	--wbps) wbps=$2; shift ;;
+	*) echo "usage: $0 [--quick] [--runs N] [--mb N] [--wbps BYTES]" >&2; exit 2 ;;
+	esac
+	shift
+done
+[ "$(id -u)" = 0 ] || { echo "SKIP: root only"; exit 77; }
+[ -c /dev/fuse ] || { echo "SKIP: no /dev/fuse"; exit 77; }
+if [ ! -x "$slowmedia" ] || [ ! -x "$ctl" ]; then
+	echo "# no build in $SLOWMEDIA_BUILD: building it first (tests/build.sh)"
+	bash "$top/tests/build.sh" || exit 1
+fi
+if [ -z "${SPOOL_BENCH_NS:-}" ]; then
+	SPOOL_BENCH_NS=1 exec unshare -m --propagation private bash "$0" "${orig_args[@]}"
+fi
+# shellcheck source=../lib/media.sh
+. "$top/tests/lib/media.sh"
+media_install_traps
+export SLOWMEDIA_CTL_DIR=$MEDIA_STATE/ctl
+W=$MEDIA_STATE
+mkdir -p "$W/mnt" "$W/spool" "$W/rescue"
+chmod 700 "$W/spool"
+pid=
+media_on_exit daemon 'if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null; fi; umount -l "$W/mnt" 2>/dev/null; true'
+head -c $((mb << 20)) /dev/urandom >"$W/src"
+
+is_mounted() { awk -v m="$1" '$2 == m {f = 1} END {exit !f}' /proc/mounts; }
+now() { date +%s.%N; }
+med() { sort -g | awk '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.2f [%.2f-%.2f]", m, a[1], a[NR]}'; }
+
+declare -a fast wr mount_s drain_s pending pace
+for ((r = 1; r <= runs; r++)); do
+	media_loop_up med 2048 ext2 "$W/lower" >/dev/null || exit 1
+	media_throttle med "$wbps" $((wbps * 2)) || exit 1
+	rm -rf "${W:?}/spool"/* "$W/fastcopy"
+	t0=$(now); dd if="$W/src" of="$W/fastcopy" bs=1M conv=fsync status=none; t1=$(now)
+	fast+=("$(echo "$mb / ($t1 - $t0)" | bc -l)")
+	rm -f "$W/fastcopy"
+	"$slowmedia" "$W/lower" "$W/mnt" -f -o "spool=$W/spool,queue=$((mb + 16))M,arbiter=off" \
+		2>"$W/log.$r.1" &
+	pid=$!
+	for _ in $(seq 100); do is_mounted "$W/mnt" && break; sleep 0.1; done
+	t0=$(now); dd if="$W/src" of="$W/mnt/copy" bs=1M status=none; t1=$(now)
+	kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
+	umount -l "$W/mnt"
+	wr+=("$(echo "$mb / ($t1 - $t0)" | bc -l)")
+	p=$(du -sb "$W/spool" | awk '{print $1}')
+	pending+=("$(echo "$p / 1048576" | bc -l)")
+	t0=$(now)
+	"$slowmedia" "$W/lower" "$W/mnt" -f -o "spool=$W/spool,arbiter=off" 2>"$W/log.$r.2" &
+	pid=$!
+	for _ in $(seq 6000); do is_mounted "$W/mnt" && break; sleep 0.05; done
+	t1=$(now)
+	mount_s+=("$(echo "$t1 - $t0" | bc -l)")
+	pace+=("$(echo "($p / ($t1 - $t0)) / $wbps" | bc -l)")
+	"$ctl" drain "$W/mnt" >/dev/null 2>&1
+	t2=$(now)
+	drain_s+=("$(echo "$t2 - $t1" | bc -l)")
+	cmp -s "$W/src" "$W/mnt/copy" || { echo "run $r: the copy differs from the source after the replay"; cat "$W/log.$r.2"; exit 1; }
+	umount "$W/mnt"; wait "$pid"; pid=
+	grep 'spool replay:' "$W/log.$r.2" | sed "s/^/# run $r: /"
+	media_loop_down med
+done
+printf '\n## spool: kill -9 after a %d MiB copy to a %d MB/s medium, then the replay (%d runs)\n\n' \
+	"$mb" $((wbps / 1000000)) "$runs"
+echo "| figure | median [min-max] |"
+echo "| --- | --- |"
+echo "| fast disk write (dd conv=fsync), MB/s | $(printf '%s\n' "${fast[@]}" | med) |"
+echo "| writer through slowmedia with spool=, MB/s | $(printf '%s\n' "${wr[@]}" | med) |"
+echo "| writer / fast disk | $(for i in "${!wr[@]}"; do echo "${wr[$i]} / ${fast[$i]}" | bc -l; done | med) |"
+echo "| spool at the kill, MiB | $(printf '%s\n' "${pending[@]}" | med) |"
+echo "| time to mount again (the replay), s | $(printf '%s\n' "${mount_s[@]}" | med) |"
+echo "| replay pace / medium bandwidth | $(printf '%s\n' "${pace[@]}" | med) |"
+echo "| drain after the mount, s | $(printf '%s\n' "${drain_s[@]}" | med) |"
