@@ -292,7 +292,26 @@ static void replay_file_close(struct replay_file *rf)
 	*rf = (struct replay_file){.fd = -1};
 }
 
-/* The lower file of rec: 0 with rf->fd, 1 when it is gone (skip), -errno.
+#define REPLAY_ELSEWHERE 2
+
+/* Whether fd is the file rec's handle names. */
+static bool same_handle(int fd, const struct spj_record *rec)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char h[SPJ_HANDLE_MAX];
+	} buf;
+	int mount_id;
+
+	buf.fh.handle_bytes = SPJ_HANDLE_MAX;
+	if (name_to_handle_at(fd, "", &buf.fh, &mount_id, AT_EMPTY_PATH) < 0)
+		return true; /* no handles here: the path is all there is */
+	return buf.fh.handle_type == rec->handle_type && buf.fh.handle_bytes == rec->handle_len &&
+	       memcmp(buf.fh.f_handle, rec->handle, rec->handle_len) == 0;
+}
+
+/* The lower file of rec: 0 with rf->fd, 1 when it is gone (skip),
+ * REPLAY_ELSEWHERE when its path names another file now, -errno.
  * rf keeps the last file open: the next record of the same handle, or of
  * the same path as resolved, uses it again. */
 static int replay_open(struct wq *q, struct replay_file *rf, const struct spj_record *rec,
@@ -343,6 +362,14 @@ static int replay_open(struct wq *q, struct replay_file *rf, const struct spj_re
 	}
 	if (fd < 0) {
 		fd = open_beneath(q->root_fd, path, O_RDWR, 0);
+		/* The file of a handle that does not open, found by its path:
+		 * the same file (no right to open handles), or another one that
+		 * has its name now (the path's moves were not all journaled: a
+		 * hard link's) whose bytes must not be overwritten. */
+		if (fd >= 0 && rec->handle_len && !same_handle(fd, rec)) {
+			close(fd);
+			return REPLAY_ELSEWHERE;
+		}
 		if (fd == -ENOENT && rec->type != SPJ_TIMES) {
 			make_parents(q->root_fd, path);
 			fd = open_beneath(q->root_fd, path, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -410,13 +437,12 @@ static int replay_apply(struct replay_file *rf, const struct spj_record *rec,
 /* A record the replay must not apply: its data saved in a rescue (opened at
  * the first), and the refusal logged. */
 static void refuse_record(struct wq *q, struct rescue **rs, const struct spj_record *rec,
-			  const void *payload)
+			  const void *payload, const char *reason)
 {
 	char esc[512], why[512];
 
-	sm_err("spool replay: record %" PRIu64 " of %s refused: a symbolic link on its path "
-	       "(not followed)",
-	       rec->seq, sm_log_escape(rec->path, esc, sizeof(esc)));
+	sm_err("spool replay: record %" PRIu64 " of %s refused: %s", rec->seq,
+	       sm_log_escape(rec->path, esc, sizeof(esc)), reason);
 	if (!*rs && rescue_open(q->opts.rescue_dir, q->medium.id, rs, why, sizeof(why)) < 0) {
 		sm_err("spool replay: %s: record %" PRIu64 " is lost", why, rec->seq);
 		return;
@@ -426,7 +452,7 @@ static void refuse_record(struct wq *q, struct rescue **rs, const struct spj_rec
 	else if (rec->type == SPJ_TRUNCATE)
 		rescue_note(*rs, rec->path, "truncate %" PRIu64 " %" PRIu64, rec->offset,
 			    rec->offset);
-	rescue_note(*rs, rec->path, "refused a symbolic link on its path");
+	rescue_note(*rs, rec->path, "refused %s", reason);
 }
 
 static int replay(struct wq *q, struct spoolq *sq, char *why, size_t why_n)
@@ -466,7 +492,14 @@ static int replay(struct wq *q, struct spoolq *sq, char *why, size_t why_n)
 			/* A symbolic link on the way (planted, or made since): never
 			 * followed. The bytes go to the rescue directory. */
 			refused++;
-			refuse_record(q, &rs, &rec, payload);
+			refuse_record(q, &rs, &rec, payload, "a symbolic link on its path (not followed)");
+			continue;
+		}
+		if (r == REPLAY_ELSEWHERE) {
+			refused++;
+			refuse_record(q, &rs, &rec, payload,
+				      "its file is not on the medium and its path names another "
+				      "file now");
 			continue;
 		}
 		if (r == 0)
@@ -495,8 +528,8 @@ static int replay(struct wq *q, struct spoolq *sq, char *why, size_t why_n)
 		uint64_t rb = rescue_bytes(rs);
 		g_autofree char *rdir = g_strdup(rescue_dir(rs));
 		int e = rescue_close(rs);
-		sm_err("spool replay: %" PRIu64 " record%s refused (a symbolic link on the path: "
-		       "never followed); their %" PRIu64 " bytes were %s %s",
+		sm_err("spool replay: %" PRIu64 " record%s refused (see above); their %" PRIu64
+		       " bytes were %s %s",
 		       refused, refused == 1 ? "" : "s", rb, e < 0 ? "not all saved in" : "saved in",
 		       rdir);
 	}

@@ -222,7 +222,8 @@ static bool run_crash(struct fsx *x, GArray *replay)
 		return false;
 	}
 	printf("# kill -9 of the daemon after op %" PRIu64 "%s\n", x->ops_run,
-	       x->spool_root ? "" : " (no spool: what was queued is lost)");
+	       x->spool_root || strstr(x->config, "spool=") ? ""
+						       : " (no spool: what was queued is lost)");
 	fflush(stdout);
 	if (!daemon_kill(x))
 		return false;
@@ -293,8 +294,9 @@ static bool run_config(struct fsx *x, unsigned idx, const char *config, GArray *
 			  sizeof(x->lower));
 		ok = run_plain(x, replay);
 	} else if (x->spool_root) {
-		g_autofree char *with = g_strdup_printf("%s%sspool=%s/c%u", config,
-							 config[0] ? "," : "", x->spool_root, idx);
+		g_autofree char *with = g_strdup_printf("%s%sspool=%s/c%u,rescue=%s/rescue-c%u",
+							 config, config[0] ? "," : "",
+							 x->spool_root, idx, x->spool_root, idx);
 		x->config = with;
 		ok = make_dirs(x, idx) && run_managed(x, replay);
 		if (!ok || x->nfail)
