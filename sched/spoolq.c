@@ -38,16 +38,29 @@
  * meanwhile; the mount command waits, and a replay that cannot complete
  * mounts nothing). A first pass over the records collects the renames and
  * unlinks; each WRITE, TRUNCATE, FALLOCATE, TIMES is then applied to the
- * lower file found by its handle (ESTALE: the file is gone, the record is
- * skipped), else by its path carried forward through the later renames
- * (skipped when a later unlink removed it), opened beneath the lower root
- * without following any symbolic link (openat2 RESOLVE_BENEATH |
- * RESOLVE_NO_SYMLINKS). A file that is missing altogether (its create never
- * reached the medium) is created, mode 0600, and named in the log. Data is
- * written with fdatasync every REPLAY_SYNC_BYTES, so the kernel never piles
- * up the medium's dirty pages; a syncfs ends the replay and only then are
- * the records released. Damage (spool.c) ends the replay early: the log
- * says which segment was set aside and the mount comes up.
+ * lower file found by its handle, else by its path carried forward through
+ * the later renames (skipped when a later unlink removed it), opened beneath
+ * the lower root without following any symbolic link (openat2
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS). A stale handle is a file deleted,
+ * or one whose inode never reached the medium (a yank): its path tells. A
+ * path that names another file than the record's handle (the moves of a
+ * hard link are not all journaled) is not written: like a record whose path
+ * walks through a symbolic link, its bytes go to the rescue directory
+ * (rescue.c) and the log says so. A file missing altogether (its create
+ * never reached the medium) is created, mode 0600, its directories 0700,
+ * and named in the log. A RENAME_EXCHANGE is journaled as three moves
+ * through a name that never exists, so a path follows it. Data is written
+ * with fdatasync every REPLAY_SYNC_BYTES, so the kernel never piles up the
+ * medium's dirty pages; a syncfs ends the replay and only then are the
+ * records released. Since segments go oldest first (spool.c), what is
+ * replayed is a whole suffix of the history, applied again in order even
+ * where part of it had landed. Damage (spool.c) ends the replay early: the
+ * log says which segment was set aside and the mount comes up.
+ *
+ * Paths alone. A lower without file handles (fusefat), or
+ * SLOWMEDIA_SPOOL_NO_HANDLES=1 (for the tests of that mode on any
+ * filesystem), journals paths only; hard links cannot be followed then
+ * (FAT has none).
  */
 #include "queue_int.h"
 #include "medium.h"
