@@ -595,24 +595,39 @@ static struct seg *retiring_locked(const struct spool *sp)
 	return NULL;
 }
 
-/* Sync and close segment s, rotated out: the lock is dropped around the
- * fdatasync (sp->syncing, as a group sync; the sweep leaves s alone). */
-static int settle_locked(struct spool *sp, struct seg *s)
+/* fdatasync of fd with the lock dropped (sp->syncing: one at a time); a
+ * failure breaks the spool. */
+static int sync_unlocked(struct spool *sp, int fd)
 {
 	int r;
 
 	sp->syncing = true;
 	pthread_mutex_unlock(&sp->lock);
-	r = fdatasync(s->sync_fd) < 0 ? -errno : 0;
+	r = fdatasync(fd) < 0 ? -errno : 0;
 	pthread_mutex_lock(&sp->lock);
 	sp->syncing = false;
 	pthread_cond_broadcast(&sp->cond);
 	if (r && !sp->err)
 		sp->err = r;
+	return r;
+}
+
+/* A segment's writer and sync descriptor closed: it takes no more records. */
+static void seg_close_writer(struct seg *s)
+{
 	spj_close(s->w);
 	s->w = NULL;
 	close(s->sync_fd);
 	s->sync_fd = -1;
+}
+
+/* Sync and close segment s, rotated out (the sweep leaves it alone while
+ * the lock is dropped: it is still retiring). */
+static int settle_locked(struct spool *sp, struct seg *s)
+{
+	int r = sync_unlocked(sp, s->sync_fd);
+
+	seg_close_writer(s);
 	s->retiring = false;
 	return r;
 }
@@ -654,10 +669,7 @@ static int rotate_locked(struct spool *sp)
 		sp->synced = sp->next_seq;
 	else if (!sp->err)
 		sp->err = err;
-	spj_close(s->w);
-	s->w = NULL;
-	close(s->sync_fd);
-	s->sync_fd = -1;
+	seg_close_writer(s);
 	s->state = SEG_LIVE;
 	sp->active = NULL;
 	if (err)
@@ -784,15 +796,8 @@ int spool_sync(struct spool *sp)
 			break;
 		}
 		fd = sp->active->sync_fd;
-		sp->syncing = true;
-		pthread_mutex_unlock(&sp->lock);
-		r = fdatasync(fd) < 0 ? -errno : 0;
-		pthread_mutex_lock(&sp->lock);
-		sp->syncing = false;
-		pthread_cond_broadcast(&sp->cond);
-		if (r && !sp->err)
-			sp->err = r;
-		else if (!r && upto > sp->synced)
+		r = sync_unlocked(sp, fd);
+		if (!r && upto > sp->synced)
 			sp->synced = upto;
 	}
 	err = sp->synced >= target ? 0 : sp->err;
