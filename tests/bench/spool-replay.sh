@@ -11,7 +11,9 @@
 # is a directory on /var/tmp, the machine's own disk. Per run:
 #   1. the fast disk: dd of MB MiB to /var/tmp with conv=fsync (its write
 #      throughput, for the ratio);
-#   2. dd of MB MiB into the mount (queue= MB+16 MiB, so the whole copy is
+#   2. dd of MB MiB into a mount without spool= (queue= MB+16 MiB): the
+#      writer's throughput with the queue alone; then the same into a mount
+#      with spool= (queue= MB+16 MiB, so the whole copy is
 #      acknowledged at memory speed and the spool holds all of it), then at
 #      once kill -9 of the daemon and a lazy unmount: the writer's throughput,
 #      and what the spool holds;
@@ -66,7 +68,7 @@ is_mounted() { awk -v m="$1" '$2 == m {f = 1} END {exit !f}' /proc/mounts; }
 now() { date +%s.%N; }
 med() { sort -g | awk '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.2f [%.2f-%.2f]", m, a[1], a[NR]}'; }
 
-declare -a fast wr mount_s drain_s pending pace
+declare -a fast wr nospool mount_s drain_s pending pace
 for ((r = 1; r <= runs; r++)); do
 	media_loop_up med 2048 ext2 "$W/lower" >/dev/null || exit 1
 	media_throttle med "$wbps" $((wbps * 2)) || exit 1
@@ -74,6 +76,13 @@ for ((r = 1; r <= runs; r++)); do
 	t0=$(now); dd if="$W/src" of="$W/fastcopy" bs=1M conv=fsync status=none; t1=$(now)
 	fast+=("$(echo "$mb / ($t1 - $t0)" | bc -l)")
 	rm -f "$W/fastcopy"
+	"$slowmedia" "$W/lower" "$W/mnt" -f -o "queue=$((mb + 16))M,arbiter=off" 2>/dev/null &
+	pid=$!
+	for _ in $(seq 100); do is_mounted "$W/mnt" && break; sleep 0.1; done
+	t0=$(now); dd if="$W/src" of="$W/mnt/nospool" bs=1M status=none; t1=$(now)
+	kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
+	umount -l "$W/mnt"
+	nospool+=("$(echo "$mb / ($t1 - $t0)" | bc -l)")
 	"$slowmedia" "$W/lower" "$W/mnt" -f -o "spool=$W/spool,queue=$((mb + 16))M,arbiter=off" \
 		2>"$W/log.$r.1" &
 	pid=$!
@@ -104,7 +113,9 @@ printf '\n## spool: kill -9 after a %d MiB copy to a %d MB/s medium, then the re
 echo "| figure | median [min-max] |"
 echo "| --- | --- |"
 echo "| fast disk write (dd conv=fsync), MB/s | $(printf '%s\n' "${fast[@]}" | med) |"
+echo "| writer through slowmedia without spool, MB/s | $(printf '%s\n' "${nospool[@]}" | med) |"
 echo "| writer through slowmedia with spool=, MB/s | $(printf '%s\n' "${wr[@]}" | med) |"
+echo "| with spool / without | $(for i in "${!wr[@]}"; do echo "${wr[$i]} / ${nospool[$i]}" | bc -l; done | med) |"
 echo "| writer / fast disk | $(for i in "${!wr[@]}"; do echo "${wr[$i]} / ${fast[$i]}" | bc -l; done | med) |"
 echo "| spool at the kill, MiB | $(printf '%s\n' "${pending[@]}" | med) |"
 echo "| time to mount again (the replay), s | $(printf '%s\n' "${mount_s[@]}" | med) |"
