@@ -11,13 +11,13 @@
 # hard links, exchanges), then as many journaling paths alone
 # (SLOWMEDIA_SPOOL_NO_HANDLES=1, as on fusefat) with --fat-like ops and
 # spool_sync=0 (a journal fdatasync before each answer);
-# SPOOL_OPS ops each (default 300); FSX_SEED as run-fsx.sh. The spool lives
+# SPOOL_OPS ops each (default 200); FSX_SEED as run-fsx.sh. The spool lives
 # on a tmpfs of this test's private mount namespace: it goes with it.
 set -u -o pipefail
 fsx=$1 daemon=$2
 here=$(cd "$(dirname "$0")" && pwd)
 runner=$here/../../fsx/run-fsx.sh
-seeds=${SPOOL_SEEDS:-10} ops=${SPOOL_OPS:-300}
+seeds=${SPOOL_SEEDS:-10} ops=${SPOOL_OPS:-200}
 
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
 [ -c /dev/fuse ] || { echo "SKIP: needs /dev/fuse"; exit 77; }

@@ -64,6 +64,7 @@ q_check "its bytes are in the rescue directory" \
 q_check "the damage is in the log" grep -q "replay stopped at damage" "$Q_LOG"
 q_check "nothing from the damage on is applied" [ ! -e "$MNT/after.txt" ]
 q_check "the record before the damage is applied" grep -qx "first" "$MNT/two.txt"
+q_check "another medium's records are not replayed here" [ ! -e "$MNT/other.txt" ]
 q_stop "$MNT" allow-errors
 "$CTL" spool list "$SPOOL" | sed 's/^/  list: /'
 q_check "spool list reports the damage" grep -qi "damage\|set aside\|held" <("$CTL" spool list "$SPOOL")
