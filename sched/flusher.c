@@ -161,7 +161,7 @@ static void flush_truncate(struct wq *q, struct wq_file *f)
 	} else {
 		note_success(q, f, path);
 		risk_add_path(q, path);
-		f->seq++;
+		wqf_landed(f);
 	}
 }
 
@@ -223,7 +223,7 @@ static size_t flush_chunk(struct wq *q, struct wq_file *f)
 	risk_add_path(q, path);
 	q->queued -= extmap_complete_counted(&f->map, id, off, len);
 	f->cursor = off + (off_t)len;
-	f->seq++;
+	wqf_landed(f);
 	q->flushed_bytes += len;
 	q->chunks++;
 	pacer_done(&q->pacer, len, t0, t1, seeks);
@@ -378,7 +378,9 @@ static void *flusher_main(void *arg)
 		if (!f) {
 			maybe_syncfs(q, now);
 			arb_idle(q);
+			q->idle_flushers++;
 			timed_wait(&q->work, &q->lock, wait_ns);
+			q->idle_flushers--;
 			continue;
 		}
 		hold_ns = gate_hold_ns(q, f, now);
