@@ -136,12 +136,17 @@ int chunk_open_direct(int fd)
 /* The largest offset the lower filesystem allows in this file: lseek refuses
  * positions past its s_maxbytes (per inode on ext4: block-mapped files have a
  * lower limit), which is also where its write() gives EFBIG. No I/O. */
-off_t chunk_max_size(int fd)
+off_t chunk_max_size(int fd, off_t hint)
 {
 	off_t lo = 0, hi = INT64_MAX, keep = lseek(fd, 0, SEEK_CUR);
 
 	if (lseek(fd, hi, SEEK_SET) == hi)
 		goto out;
+	if (hint > 0 && hint < INT64_MAX && lseek(fd, hint, SEEK_SET) == hint &&
+	    lseek(fd, hint + 1, SEEK_SET) < 0) {
+		hi = hint;
+		goto out;
+	}
 	while (lo < hi) {
 		off_t mid = lo + (hi - lo) / 2 + 1;
 		if (lseek(fd, mid, SEEK_SET) == mid)

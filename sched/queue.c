@@ -641,10 +641,12 @@ static int wait_for_room(struct wq *q, struct wq_file *f, size_t len)
 /* Called with the lock held: refuse or shorten a write the lower file could
  * never take, as the lower's own write() would: EFBIG at or past its limit, a
  * short write across it. */
-static int clip_to_max_size(struct wq_file *f, int fd, off_t off, size_t *len)
+static int clip_to_max_size(struct wq *q, struct wq_file *f, int fd, off_t off, size_t *len)
 {
+	/* Files of one filesystem mostly share their limit (on ext4 all but
+	 * block-mapped ones): the last one found is checked first. */
 	if (!f->max_size)
-		f->max_size = chunk_max_size(fd);
+		f->max_size = q->max_size_hint = chunk_max_size(fd, q->max_size_hint);
 	if (off >= f->max_size)
 		return -EFBIG;
 	if ((uint64_t)*len > (uint64_t)(f->max_size - off))
@@ -738,7 +740,7 @@ ssize_t wq_write(struct wq *q, struct wq_file *f, int fd, const void *data, size
 	r = f->error;
 	if (r < 0)
 		goto out;
-	r = clip_to_max_size(f, fd, off, &len);
+	r = clip_to_max_size(q, f, fd, off, &len);
 	if (r < 0)
 		goto out;
 	/* Behind writes already waiting, or without room: wait in the admitter,

@@ -161,6 +161,7 @@ struct wq {
 	bool check_medium;	   /* a chunk failed: flush the metadata to see */
 	uint64_t flushed_bytes, chunks;
 	unsigned max_dirty; /* immutable: each dirty file holds up to two fds */
+	off_t max_size_hint; /* the lower's file size limit found last (0: none yet) */
 };
 
 
