@@ -12,7 +12,11 @@
  * page under writeback of a filesystem and would chase a buffered flusher to
  * the end of its file. A lower that refuses direct writes (EINVAL) gets them
  * buffered and waited for. After a direct write the chunk's range is synced
- * through the buffered fd too (see chunk_write). A FUSE lower gets no second
+ * through the buffered fd too (see chunk_write). A chunk whose range the
+ * lower's page cache holds (a file being read while it is written) is
+ * written buffered instead: a direct write drops those pages, and the next
+ * read of them would wait for the medium; buffered and waited for, they stay
+ * cached and clean, dirty only while the chunk is written. A FUSE lower gets no second
  * open: it keeps no dirty pages to begin with (without writeback_cache a write
  * goes to its daemon before it returns), and a second handle is a second open
  * file for that daemon, which may keep state per handle: fusefat keeps its own
@@ -32,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -39,6 +44,19 @@
 #define FLUSH_IOV_MAX CHUNK_IOV_MAX
 #define DIRECT_ALIGN 4096
 #define FUSE_SUPER_MAGIC 0x65735546
+/* cachestat(2), Linux 6.5; the same number on every architecture. The C
+ * library and the kernel headers here predate it. */
+#ifndef SYS_cachestat
+#define SYS_cachestat 451
+#endif
+
+struct cachestat_range_arg {
+	uint64_t off, len;
+};
+
+struct cachestat_result {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
 
 /* /dev/block/M:m where udev made it, else /dev/DEVNAME from sysfs; checked to
  * be that device. -1 when there is none. */
@@ -118,12 +136,17 @@ int chunk_open_direct(int fd)
 /* The largest offset the lower filesystem allows in this file: lseek refuses
  * positions past its s_maxbytes (per inode on ext4: block-mapped files have a
  * lower limit), which is also where its write() gives EFBIG. No I/O. */
-off_t chunk_max_size(int fd)
+off_t chunk_max_size(int fd, off_t hint)
 {
 	off_t lo = 0, hi = INT64_MAX, keep = lseek(fd, 0, SEEK_CUR);
 
 	if (lseek(fd, hi, SEEK_SET) == hi)
 		goto out;
+	if (hint > 0 && hint < INT64_MAX && lseek(fd, hint, SEEK_SET) == hint &&
+	    lseek(fd, hint + 1, SEEK_SET) < 0) {
+		hi = hint;
+		goto out;
+	}
 	while (lo < hi) {
 		off_t mid = lo + (hi - lo) / 2 + 1;
 		if (lseek(fd, mid, SEEK_SET) == mid)
@@ -147,6 +170,18 @@ static int write_buffered(int fd, struct iovec *iov, int niov, off_t off, size_t
 						     SYNC_FILE_RANGE_WAIT_AFTER) < 0)
 		r = -errno;
 	return r;
+}
+
+/* Whether the page cache holds any page of fd's [off, off+len). False when
+ * the kernel cannot tell (before 6.5): the direct write, as before. */
+static bool range_cached(int fd, off_t off, size_t len)
+{
+	struct cachestat_range_arg range = {(uint64_t)off, len};
+	struct cachestat_result cs;
+
+	if (syscall(SYS_cachestat, fd, &range, &cs, 0) < 0)
+		return false;
+	return cs.nr_cache > 0;
 }
 
 /* Whether the chunk's aligned middle can go out from the queue's own buffers:
@@ -194,7 +229,7 @@ static int write_chunk_once(int fd, int *dfd, struct iovec *iov, int niov, off_t
 
 	if (a1 - a0 >= DIRECT_ALIGN && *dfd == CHUNK_DFD_UNTRIED)
 		*dfd = chunk_open_direct(fd);
-	if (*dfd < 0 || a1 - a0 < DIRECT_ALIGN)
+	if (*dfd < 0 || a1 - a0 < DIRECT_ALIGN || range_cached(fd, a0, (size_t)(a1 - a0)))
 		return write_buffered(fd, iov, niov, off, len);
 	if (direct_ready(iov, niov, off)) {
 		/* fd_pwritev_all advances the iovecs it is given: work on a copy */

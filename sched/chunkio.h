@@ -16,8 +16,10 @@ int chunk_open_direct(int fd);
  * truncates has the same effect on the file's bytes. */
 int chunk_truncate(int fd, off_t floor, off_t size);
 /* The largest offset the filesystem allows in fd's file, from lseek (which
- * refuses positions past its s_maxbytes, where write gives EFBIG). No I/O. */
-off_t chunk_max_size(int fd);
+ * refuses positions past its s_maxbytes, where write gives EFBIG). No I/O.
+ * hint (0: none) is a limit found before on the same filesystem: when it is
+ * fd's too, two lseeks tell, not a search of some sixty. */
+off_t chunk_max_size(int fd, off_t hint);
 /* The block device under root_fd's filesystem, read-only (or -1), and its size. */
 int chunk_open_bdev(int root_fd, uint64_t *size);
 /* Write and wait for the block device's dirty pages in [off, off+len). */

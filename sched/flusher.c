@@ -162,7 +162,7 @@ static void flush_truncate(struct wq *q, struct wq_file *f)
 	} else {
 		note_success(q, f, path);
 		risk_add_path(q, path);
-		f->seq++;
+		wqf_landed(f);
 		sq_progress(q, f);
 	}
 }
@@ -225,7 +225,7 @@ static size_t flush_chunk(struct wq *q, struct wq_file *f)
 	risk_add_path(q, path);
 	q->queued -= extmap_complete_counted(&f->map, id, off, len);
 	f->cursor = off + (off_t)len;
-	f->seq++;
+	wqf_landed(f);
 	sq_progress(q, f);
 	q->flushed_bytes += len;
 	q->chunks++;
@@ -391,7 +391,9 @@ static void *flusher_main(void *arg)
 		if (!f) {
 			maybe_syncfs(q, now);
 			arb_idle(q);
+			q->idle_flushers++;
 			timed_wait(&q->work, &q->lock, wait_ns);
+			q->idle_flushers--;
 			continue;
 		}
 		hold_ns = gate_hold_ns(q, f, now);

@@ -475,7 +475,7 @@ void wq_unlock_and_release(struct wq *q)
 			struct closing *c = &g_array_index(fds, struct closing, i);
 			if (c->times_set) {
 				c->f->restoring = false;
-				c->f->seq++; /* a stat taken before sees it changed */
+				wqf_landed(c->f); /* a stat taken before sees it changed */
 				c->f->stimes_gen = 0;
 				sq_progress(q, c->f);
 			}
@@ -515,8 +515,12 @@ static int file_make_dirty(struct wq *q, struct wq_file *f, int fd)
 
 struct wq_file *wq_file_attach(struct wq *q, struct wq_file **slot, void *owner)
 {
-	struct wq_file *f;
+	/* Set once, never cleared while the owner lives: only the first
+	 * write of a file takes the lock here. */
+	struct wq_file *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 
+	if (f)
+		return f;
 	pthread_mutex_lock(&q->lock);
 	f = *slot;
 	if (!f) {
@@ -644,10 +648,12 @@ static int wait_for_room(struct wq *q, struct wq_file *f, size_t len)
 /* Called with the lock held: refuse or shorten a write the lower file could
  * never take, as the lower's own write() would: EFBIG at or past its limit, a
  * short write across it. */
-static int clip_to_max_size(struct wq_file *f, int fd, off_t off, size_t *len)
+static int clip_to_max_size(struct wq *q, struct wq_file *f, int fd, off_t off, size_t *len)
 {
+	/* Files of one filesystem mostly share their limit (on ext4 all but
+	 * block-mapped ones): the last one found is checked first. */
 	if (!f->max_size)
-		f->max_size = chunk_max_size(fd);
+		f->max_size = q->max_size_hint = chunk_max_size(fd, q->max_size_hint);
 	if (off >= f->max_size)
 		return -EFBIG;
 	if ((uint64_t)*len > (uint64_t)(f->max_size - off))
@@ -712,7 +718,11 @@ static ssize_t queue_write(struct wq *q, struct wq_file *f, int fd, const void *
 		f->size = off + (off_t)len;
 	account(q, f);
 	touch_mtime(f);
-	pthread_cond_signal(&q->work);
+	/* Only a flusher without a file needs to hear of it: one waiting for
+	 * reads, the pacer or a grant decides the same with more queued. A
+	 * wake-up per write costs the writers the lock (it takes it at once). */
+	if (q->idle_flushers)
+		pthread_cond_signal(&q->work);
 	/* Journaled after it is queued: a write the spool refuses still lands,
 	 * but its writer hears the error (the spool's disk is full or failing). */
 	r = sq_append(q, f, fd, SPJ_WRITE, (uint64_t)off, len, 0, data, len, extmap_gen(&f->map));
@@ -742,7 +752,7 @@ ssize_t wq_write(struct wq *q, struct wq_file *f, int fd, const void *data, size
 	r = f->error;
 	if (r < 0)
 		goto out;
-	r = clip_to_max_size(f, fd, off, &len);
+	r = clip_to_max_size(q, f, fd, off, &len);
 	if (r < 0)
 		goto out;
 	/* Behind writes already waiting, or without room: wait in the admitter,
@@ -863,43 +873,64 @@ static ssize_t overlay(struct wq_file *f, char *buf, size_t len, off_t off, ssiz
 	return (ssize_t)want;
 }
 
+/* Called with the lock held: hold f's chunks back until one read is done,
+ * once none is in flight (chunks kept landing under the reader). */
+static void pin_for_read(struct wq *q, struct wq_file *f)
+{
+	f->read_pins++;
+	while (f->in_flight)
+		timed_wait(&q->done, &q->lock, IDLE_WAIT_NS);
+}
+
+/*
+ * The lower is read without the lock; f->dirty and f->seq are sampled
+ * before it atomically (both are stored under the lock with release). The
+ * lock is taken once, after the read, to lay the queued extents over it,
+ * and not at all for a file with nothing queued whose seq did not move.
+ */
 ssize_t wq_read(struct wq *q, struct wq_file *f, int fd, char *buf, size_t len, off_t off)
 {
 	int64_t began = now_ns(), now;
 	bool pinned = false;
 	ssize_t n = 0;
-	uint64_t seq;
 
-	pthread_mutex_lock(&q->lock);
 	if (readgate_enter(&q->gate))
 		arb_reads_changed(q);
 	for (int tries = 0;; tries++) {
 		bool dirty;
+		uint64_t seq;
+
 		if (f && tries == READ_RETRIES) {
-			/* Chunks keep landing under us: hold this file's flushing
-			 * back for one read (not the lock: the read may be slow). */
-			f->read_pins++;
+			pthread_mutex_lock(&q->lock);
+			pin_for_read(q, f); /* the read may be slow: not under the lock */
 			pinned = true;
-			while (f->in_flight)
-				timed_wait(&q->done, &q->lock, IDLE_WAIT_NS);
+			pthread_mutex_unlock(&q->lock);
 		}
-		dirty = f && f->dirty;
-		seq = f ? f->seq : 0;
-		pthread_mutex_unlock(&q->lock);
+		dirty = f && __atomic_load_n(&f->dirty, __ATOMIC_ACQUIRE);
+		seq = f ? __atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) : 0;
 		n = pread(fd, buf, len, off);
 		n = n < 0 ? -errno : n;
-		pthread_mutex_lock(&q->lock);
-		if (n < 0)
+		if (n < 0 || !f)
 			break;
-		if (f && f->seq != seq && !pinned)
+		if (!dirty && !__atomic_load_n(&f->dirty, __ATOMIC_ACQUIRE) &&
+		    __atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) == seq)
+			break;
+		pthread_mutex_lock(&q->lock);
+		if (f->seq != seq && !pinned) {
+			pthread_mutex_unlock(&q->lock);
 			continue; /* a chunk landed while we read: read again */
-		if (dirty || (f && f->dirty))
+		}
+		if (dirty || f->dirty)
 			n = overlay(f, buf, len, off, n);
+		pthread_mutex_unlock(&q->lock);
 		break;
 	}
-	if (pinned && --f->read_pins == 0)
-		pthread_cond_broadcast(&q->work);
-	pthread_mutex_unlock(&q->lock);
+	if (pinned) {
+		pthread_mutex_lock(&q->lock);
+		if (--f->read_pins == 0)
+			pthread_cond_broadcast(&q->work);
+		pthread_mutex_unlock(&q->lock);
+	}
 	now = now_ns();
 	if (readgate_leave_timed(&q->gate, began, now))
 		arb_reads_changed(q);
@@ -941,7 +972,7 @@ int wq_truncate(struct wq *q, struct wq_file *f, int fd, off_t size)
 	f->trunc_size = size;
 	f->size = size;
 	account(q, f);
-	f->seq++;
+	wqf_landed(f);
 	touch_mtime(f);
 	r = sq_append(q, f, fd, SPJ_TRUNCATE, (uint64_t)size, 0, 0, NULL, 0, gen);
 	pthread_cond_signal(&q->work);
@@ -1090,12 +1121,8 @@ void wq_drop_if_unlinked(struct wq *q, struct wq_file *f)
 
 uint64_t wq_seq(struct wq *q, struct wq_file *f)
 {
-	uint64_t seq;
-
-	pthread_mutex_lock(&q->lock);
-	seq = f->seq;
-	pthread_mutex_unlock(&q->lock);
-	return seq;
+	(void)q; /* stored under its lock with release: no lock to read it */
+	return __atomic_load_n(&f->seq, __ATOMIC_ACQUIRE);
 }
 
 bool wq_fix_stat(struct wq *q, struct wq_file *f, struct stat *st, uint64_t seq)
@@ -1200,7 +1227,7 @@ int wq_fallocate(struct wq *q, struct wq_file *f, int fd, int mode, off_t off, o
 		/* The size the queue lays over stat grows with the lower's. */
 		if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > f->size)
 			f->size = off + len;
-		f->seq++;
+		wqf_landed(f);
 	}
 	/* Applied now, after the file's earlier writes: a replay of those must
 	 * not undo it (a punched hole filled again). */

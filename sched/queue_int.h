@@ -53,7 +53,9 @@ struct wq_file {
 	uint64_t flying_gen;
 	bool in_flight;
 	off_t cursor;	/* where the next chunk starts looking */
-	uint64_t seq;	/* bumped when queued data reaches the lower file */
+	/* Bumped (wqf_landed) when queued data reaches the lower file; written
+	 * under q->lock, read without it by wq_read and wq_seq. */
+	uint64_t seq;
 	int error;	/* sticky, -errno */
 	unsigned failures;	/* consecutive; reset by a success */
 	uint64_t fail_count;	/* all failures ever: lets fsync wait for one retry */
@@ -167,6 +169,7 @@ struct wq {
 	unsigned room_waiters;	/* threads in wait_for_room */
 	unsigned nurgent;	/* fsync (and lseek...) waiters on any file */
 	unsigned gate_waiters;	/* flushers waiting for reads to end */
+	unsigned idle_flushers;	/* flushers waiting for a file to flush */
 	struct gate_hold held;	/* how long reads have held the flushers back */
 	/* Lower paths whose metadata may not be on the medium (risk.c). */
 	struct risk risk;
@@ -177,6 +180,7 @@ struct wq {
 	struct medium medium; /* wq_spool_open's: the spool's key, a rescue's */
 	char *root_path;      /* the lower root's absolute path (wq_spool_open) */
 	bool abandon;	    /* atomic: a second signal during the final drain */
+	off_t max_size_hint; /* the lower's file size limit found last (0: none yet) */
 };
 /* What the rescue copies per step (flusher.c). */
 #define RESCUE_STEP (1u << 20)
@@ -214,6 +218,13 @@ static inline void cond_init_monotonic(pthread_cond_t *c)
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	pthread_cond_init(c, &a);
 	pthread_condattr_destroy(&a);
+}
+
+/* Called with the lock held: f's lower file changed under queued data (a
+ * chunk or truncate landed, times restored): lockless readers see it. */
+static inline void wqf_landed(struct wq_file *f)
+{
+	__atomic_add_fetch(&f->seq, 1, __ATOMIC_RELEASE);
 }
 
 /* A clean file's fds, and the times to restore through them, once unlocked. */

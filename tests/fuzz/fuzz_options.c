@@ -34,7 +34,8 @@
 const char *const fuzz_driver_tokens[] = {
 	"-o", "-f", "-d", "-s", "-h", "--help", "-V", "--version", "--", ",", "=", "\\,",
 	"prio=", "class=", "class=be", "class=idle", "weight=", "group=", "group", "rate=",
-	"queue=", "spool=", "spool_max=", "latency=", "read_grace=", "flushers=",
+	"queue=", "spool=", "spool_max=", "spool_sync=", "drain_timeout=", "rescue=",
+	"latency=", "read_grace=", "flushers=",
 	"sync_close", "arbiter=", "arbiter=auto", "arbiter=off", "arbiter=/", "fstype=",
 	"allow_suid", "allow_dev", "allow_other", "default_permissions", "fsname=",
 	"subtype=", "max_read=", "blksize=", "max_threads=", "max_idle_threads=", "x-",
@@ -148,6 +149,10 @@ static void check_sched(const struct sched_opts *o)
 	FUZZ_CHECK(!o->spool_dir || o->spool_dir[0] == '/', "spool '%s'", o->spool_dir);
 	FUZZ_CHECK(!o->spool_max_bytes || o->spool_max_bytes >= SCHED_QUEUE_MIN_BYTES,
 		   "spool_max %llu", (unsigned long long)o->spool_max_bytes);
+	FUZZ_CHECK(o->spool_sync_ms <= SCHED_SPOOL_SYNC_MAX_MS, "spool_sync %u", o->spool_sync_ms);
+	FUZZ_CHECK(o->drain_timeout_s >= 1 && o->drain_timeout_s <= SCHED_DRAIN_TIMEOUT_MAX_S,
+		   "drain_timeout %u", o->drain_timeout_s);
+	FUZZ_CHECK(!o->rescue_dir || o->rescue_dir[0] == '/', "rescue %s", o->rescue_dir);
 	FUZZ_CHECK(o->latency_ms >= 1 && o->latency_ms <= SCHED_LATENCY_MAX_MS, "latency %u",
 		   o->latency_ms);
 	FUZZ_CHECK(o->read_grace_ms <= SCHED_READ_GRACE_MAX_MS, "read_grace %u", o->read_grace_ms);
@@ -169,6 +174,7 @@ static bool sched_key(const char *opt)
 {
 	static const char *const valued[] = {"prio",	  "class",   "weight",	   "group",
 					     "rate",	  "queue",   "spool",	   "spool_max",
+					     "spool_sync", "drain_timeout", "rescue",
 					     "latency",	  "read_grace", "flushers", "arbiter", NULL};
 	size_t n = strcspn(opt, "=");
 
