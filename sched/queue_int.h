@@ -65,6 +65,9 @@ struct wq_file {
 	/* Clean, but the times of its writes are still being put back on the
 	 * lower (wqf_clean to close_clean): a stat or a new utimens waits. */
 	bool restoring;
+	/* A write-through was refused for lack of space and logged; the next
+	 * such refusal is not (atomic: set and read without q->lock). */
+	bool full_logged;
 };
 
 /* A write waiting for room without holding the caller's thread: the admitter
