@@ -663,25 +663,25 @@ static void touch_mtime(struct wq_file *f)
 	f->times_set = true;
 }
 
-/* Called without the lock (a log line may block): a write-through that the
- * medium refused for lack of space is logged, once until one succeeds again;
- * the writer hears ENOSPC (or the short count) from the write itself. */
+/* Called without the lock (a log line may block): a write-through (made
+ * because the medium is nearly full) that the medium refused is logged, once
+ * until one succeeds again; the writer hears the error (ENOSPC; EPERM from
+ * fusefat) or the short count from the write itself. */
 static void note_full(struct wq *q, struct wq_file *f, int fd, ssize_t r, size_t len)
 {
 	g_autofree char *path = NULL;
 	char esc[512];
 
-	if (r == (ssize_t)len || (r < 0 && r != -ENOSPC)) {
-		if (r == (ssize_t)len)
-			__atomic_store_n(&f->full_logged, false, __ATOMIC_RELAXED);
+	if (r == (ssize_t)len) {
+		__atomic_store_n(&f->full_logged, false, __ATOMIC_RELAXED);
 		return;
 	}
 	if (__atomic_exchange_n(&f->full_logged, true, __ATOMIC_RELAXED))
 		return;
 	path = wq_fd_path(fd);
-	wq_err(q, "write to %s refused: the medium is full (%s; %zd of %zu bytes written)",
+	wq_err(q, "write to %s refused: the medium is (nearly) full (%s; %zd of %zu bytes written)",
 	       sm_log_escape(path ? path : "(unknown path)", esc, sizeof(esc)),
-	       g_strerror(ENOSPC), r < 0 ? 0 : r, len);
+	       r < 0 ? g_strerror((int)-r) : "short write", r < 0 ? 0 : r, len);
 }
 
 /* Called with the lock held: queue the write, waiting for room if need be. */

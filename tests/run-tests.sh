@@ -30,6 +30,7 @@ late_pid=$!
 meson test -C build --print-errorlogs --suite mount --num-processes 2 2>&1 | tee -a "$log" || rc=1
 wait "$late_pid" || rc=1
 tee -a "$log" <"$late"
+bash "$top/tests/mount/queue/faults-table.sh" build/meson-logs/testlog.txt
 # One closing line over all suites (meson prints one per run).
 sum() { awk -v k="$1" '$1 == k":" {n += $2} END {print n + 0}' "$log"; }
 echo "tests: $(sum Ok) passed, $(( $(sum Fail) + $(sum Timeout) )) failed, $(sum Skipped) skipped"
