@@ -78,7 +78,7 @@ run() {
 	asan-mount)
 		echo "== part of the mount suite, ASan+UBSan daemon (build-san): ${ASAN_MOUNT_TESTS[*]}"
 		build build-san -Db_sanitize=address,undefined
-		FSX_OPS=${FSX_OPS:-5000} meson test -C build-san --print-errorlogs \
+		FSX_OPS=${FSX_OPS:-3000} meson test -C build-san --print-errorlogs \
 			--timeout-multiplier 3 "${ASAN_MOUNT_TESTS[@]}" "${@:2}"
 		;;
 	tsan-unit)

@@ -17,8 +17,8 @@
 # never reports the fault, so no daemon could: see each fault's lines):
 #   error   the writer (the reader for read-eio) gets the error at write,
 #           fsync or close; after a stall or a return, it completes without
-#   others  other files of the mount keep working: a new file written and
-#           fsynced (where the medium can take it), reads of another file
+#   others  other files of the mount keep working: a new file written,
+#           fsynced and closed (during an eject: its write accepted)
 #   fast    stat, readdir and reads of cached files answer within 100 ms
 #           during the fault (a round of probes fails only if the next one
 #           is slow too: a probe stuck behind the fault is slow in both, a
@@ -28,12 +28,14 @@
 #           error during the fault (stall: status answers, no error)
 #   lost    every byte acknowledged without an error later (write, fsync,
 #           close) is on the medium after the fault is cleared and the
-#           daemon gone (checked after remounting the medium)
+#           daemon gone (read back once synced and dropped from the page
+#           cache, and on vfat from the loop device's)
 #   umount  the mount unmounts, the daemon exits 0 in time, no sanitizer
 #           report
 #
-# It prints the table, and "matrix FSTYPE FAULT CHECK pass|FAIL|-" lines for
-# tests/mount/faults-table.py (tests/run-tests.sh prints one table for all).
+# It prints the table, and "matrix FSTYPE FAULT CHECK pass|FAIL|-|lower"
+# lines for faults-table.sh (tests/run-tests.sh prints one table for both).
+# The cached files' pages on the lower are pinned (qio pin) for the probes.
 # usage: faults.sh SLOWMEDIA QIO SLOWDEV SLOWMEDIACTL FSTYPE
 SLOWMEDIA=$1 QIO=$2 SLOWDEV=${3:-} CTL=${4:-} FSTYPE=${5:-ext2}
 . "$(dirname "$0")/qlib.sh"
