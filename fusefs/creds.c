@@ -20,6 +20,8 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <grp.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
@@ -30,6 +32,39 @@
 static int thread_setgroups(int n, const gid_t *groups)
 {
 	return syscall(SYS_setgroups, (size_t)n, groups) < 0 ? -errno : 0;
+}
+
+/*
+ * The caller's supplementary groups (at most max), from its thread's status
+ * in /proc. Not fuse_req_getgroups: libfuse 3.14 runs strstr over its read
+ * buffer without terminating it, reading past the data into the rest of the
+ * heap block and beyond (ASan, heap-buffer-overflow, in the mount suite).
+ */
+static int caller_groups(pid_t tid, gid_t *groups, int max)
+{
+	g_autofree char *path = g_strdup_printf("/proc/%d/task/%d/status", (int)tid, (int)tid);
+	g_autofree char *status = NULL;
+	char *s, *end;
+	int n = 0;
+
+	if (!g_file_get_contents(path, &status, NULL, NULL))
+		return -EIO;
+	s = strstr(status, "\nGroups:");
+	if (!s)
+		return -EIO;
+	s += strlen("\nGroups:");
+	end = strchr(s, '\n');
+	if (end)
+		*end = '\0';
+	while (n < max) {
+		unsigned long g = strtoul(s, &end, 10);
+
+		if (end == s)
+			break;
+		groups[n++] = (gid_t)g;
+		s = end;
+	}
+	return n;
 }
 
 int creds_enter(fuse_req_t req, struct sm_creds *saved)
@@ -43,11 +78,9 @@ int creds_enter(fuse_req_t req, struct sm_creds *saved)
 	saved->umask_set = false;
 	if (!fs->creds_switch || (ctx->uid == 0 && ctx->gid == 0))
 		return 0;
-	n = fuse_req_getgroups(req, CREDS_MAX_GROUPS, groups);
+	n = caller_groups(ctx->pid, groups, CREDS_MAX_GROUPS);
 	if (n < 0)
-		n = 0; /* kernel without group info: primary group only */
-	if (n > CREDS_MAX_GROUPS)
-		n = CREDS_MAX_GROUPS;
+		n = 0; /* the caller is gone, or no /proc: primary group only */
 	r = thread_setgroups(n, groups);
 	if (r < 0)
 		return r;

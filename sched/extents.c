@@ -168,6 +168,7 @@ void extmap_init(struct extmap *m, uint64_t *total)
 	m->bytes = 0;
 	m->gen = 0;
 	m->mem = 0;
+	m->count = (struct ext_count){0}; /* no level counted until extmap_count_reset */
 	m->total = total;
 	m->pinned = g_hash_table_new(g_direct_hash, g_direct_equal);
 }

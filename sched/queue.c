@@ -676,6 +676,27 @@ static void touch_mtime(struct wq_file *f)
 	f->times_set = true;
 }
 
+/* Called without the lock (a log line may block): a write-through (made
+ * because the medium is nearly full) that the medium refused is logged, once
+ * until one succeeds again; the writer hears the error (ENOSPC; EPERM from
+ * fusefat) or the short count from the write itself. */
+static void note_full(struct wq *q, struct wq_file *f, int fd, ssize_t r, size_t len)
+{
+	g_autofree char *path = NULL;
+	char esc[512];
+
+	if (r == (ssize_t)len) {
+		__atomic_store_n(&f->full_logged, false, __ATOMIC_RELAXED);
+		return;
+	}
+	if (__atomic_exchange_n(&f->full_logged, true, __ATOMIC_RELAXED))
+		return;
+	path = wq_fd_path(fd);
+	wq_err(q, "write to %s refused: the medium is (nearly) full (%s; %zd of %zu bytes written)",
+	       sm_log_escape(path ? path : "(unknown path)", esc, sizeof(esc)),
+	       r < 0 ? g_strerror((int)-r) : "short write", r < 0 ? 0 : r, len);
+}
+
 /* Called with the lock held: queue the write, waiting for room if need be. */
 static ssize_t queue_write(struct wq *q, struct wq_file *f, int fd, const void *data,
 			   size_t len, off_t off)
@@ -699,6 +720,7 @@ static ssize_t queue_write(struct wq *q, struct wq_file *f, int fd, const void *
 		pthread_mutex_unlock(&q->lock);
 		r = pwrite(fd, data, len, off);
 		r = r < 0 ? -errno : r;
+		note_full(q, f, fd, r, len);
 		pthread_mutex_lock(&q->lock);
 		wq_refresh_avail(q);
 		q->passing -= take;

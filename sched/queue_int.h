@@ -82,6 +82,9 @@ struct wq_file {
 	uint32_t shandle_len;
 	int32_t shandle_type;
 	unsigned char shandle[128];
+	/* A write-through was refused for lack of space and logged; the next
+	 * such refusal is not (atomic: set and read without q->lock). */
+	bool full_logged;
 };
 
 /* A write waiting for room without holding the caller's thread: the admitter

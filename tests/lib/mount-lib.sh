@@ -26,8 +26,9 @@
 #   ml_wait_daemon MNT [allow-errors]
 #                                 ml_stop without the unmount (the daemon was told
 #                                 otherwise); 1 on a non-zero exit
-#   ml_reap MNT                   wait for the daemon, judging nothing: ML_RC is its
-#                                 exit status; 1 when it had to be killed
+#   ml_reap MNT                   wait for the daemon, judging only a sanitizer report
+#                                 in its output: ML_RC is its exit status; 1 when it
+#                                 had to be killed
 #   ml_fail MSG / ml_check DESC CMD... / ml_check_here DESC CMD... / ml_finish
 #
 # Everything set up through these helpers is undone by the trap, in reverse
@@ -342,7 +343,19 @@ ml_reap() {
 	ML_RC=0
 	wait "$pid" || ML_RC=$?
 	unset "ML_PIDS[$mnt]"
+	ml_sanitizer_clean "${ML_LOGS[$mnt]}"
 	return $late
+}
+
+# ml_sanitizer_clean LOG: fail on a sanitizer's report in a daemon's output
+# (tests/run-sanitizers.sh runs mount tests with sanitized daemons; a report
+# need not change what the test sees, and a daemon's allowed errors must not
+# hide it).
+ml_sanitizer_clean() {
+	local pat='(ERROR|WARNING): (Address|Thread|Leak|Memory)Sanitizer|runtime error:'
+	grep -qE "$pat" "$1" 2>/dev/null || return 0
+	ml_fail "the daemon's output ($1) has a sanitizer report:"
+	grep -E -A30 "$pat" "$1" | head -n 60 | sed 's/^/  | /'
 }
 
 # ml_wait_daemon MNT [allow-errors]: ml_reap, then the daemon must have exited

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,9 +38,9 @@ struct fake {
 	const char *greeting; /* NULL: GREETING; "": says nothing */
 	const char *status, *drain, *other;
 	bool serve;
-	volatile bool stop;
+	atomic_bool stop; /* set by the test, polled by the thread */
 	pthread_t thread;
-	GString *got; /* the requests, read after fake_stop */
+	GString *got; /* the requests: the thread's until fake_join */
 };
 
 static void serve_one(struct fake *f, int fd)
@@ -75,7 +76,7 @@ static void *fake_main(void *arg)
 {
 	struct fake *f = arg;
 
-	while (!f->stop) {
+	while (!atomic_load(&f->stop)) {
 		struct pollfd p = {.fd = f->lfd, .events = POLLIN};
 		int fd;
 
@@ -111,11 +112,18 @@ static void fake_start(struct fake *f, const char *dir, int pid)
 	ck_assert_int_eq(pthread_create(&f->thread, NULL, fake_main, f), 0);
 }
 
-static void fake_stop(struct fake *f, bool rm_dir)
+/* Ends the thread: after this the test may read f->got. */
+static void fake_join(struct fake *f)
 {
-	f->stop = true;
+	atomic_store(&f->stop, true);
 	if (f->serve)
 		pthread_join(f->thread, NULL);
+	f->serve = false;
+}
+
+static void fake_stop(struct fake *f, bool rm_dir)
+{
+	fake_join(f);
 	close(f->lfd);
 	unlink(f->path);
 	if (rm_dir)
@@ -342,6 +350,7 @@ START_TEST(test_drain_progress)
 	ck_assert_msg(strstr(tty_out, "100%"), "%s", tty_out);
 	ck_assert(g_str_has_suffix(tty_out, "\n"));
 	ck_assert_int_eq(ctlc_drain(f.path, NULL, false, 5, &why), 0);
+	fake_join(&f);
 	ck_assert_msg(strstr(f.got->str, "drain interval_ms=250\n"), "%s", f.got->str);
 	ck_assert_msg(strstr(f.got->str, "drain interval_ms=1000\n"), "%s", f.got->str);
 	fake_stop(&f, true);

@@ -949,6 +949,17 @@ END_TEST
  * EXTENTS_SEED=n reruns that seed alone.
  */
 
+/* n divided by SLOWMEDIA_TEST_SLOWDOWN (set by tests/run-sanitizers.sh for
+ * TSan and valgrind, which run this file 15-40 times slower): fewer random
+ * operations, the same checks after each. */
+static int scaled(int n)
+{
+	const char *env = getenv("SLOWMEDIA_TEST_SLOWDOWN");
+	long d = env ? strtol(env, NULL, 10) : 1;
+
+	return d > 1 ? MAX(n / (int)d, 1) : n;
+}
+
 #define MODEL_SIZE (64 << 10)
 #define MODEL_OPS 4000
 #define MODEL_SEED 20240611u
@@ -1153,7 +1164,7 @@ START_TEST(test_random_against_model)
 	for (int i = 0; i < MODEL_SIZE; i++)
 		t.md->medium[i] = (uint8_t)g_rand_int(t.r);
 	extmap_init(&t.m, &t.total);
-	for (t.op = 0; t.op < MODEL_OPS; t.op++) {
+	for (t.op = 0; t.op < scaled(MODEL_OPS); t.op++) {
 		int dice = g_rand_int_range(t.r, 0, 100);
 
 		if (dice < 50)
@@ -1368,7 +1379,7 @@ START_TEST(test_count_random)
 
 	extmap_init(&cm, NULL);
 	extmap_count_reset(&cm, (const uint64_t[]){1024, 1024 * 64, 0}, 5000);
-	for (int op = 0; op < 3000; op++) {
+	for (int op = 0; op < scaled(3000); op++) {
 		int dice = g_rand_int_range(r, 0, 100);
 		off_t at = g_rand_int_range(r, 0, 1 << 18);
 		int niov;
