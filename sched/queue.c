@@ -965,6 +965,9 @@ int wq_truncate(struct wq *q, struct wq_file *f, int fd, off_t size)
 	int r;
 
 	pthread_mutex_lock(&q->lock);
+	/* Times being put back on a file that just went clean would land after
+	 * the caller's truncate and undo the mtime it sets. */
+	wait_restored(q, f);
 	if (!f->dirty) {
 		/* Nothing queued: order is trivially kept, the caller truncates now;
 		 * the spool must not replay older writes of it past the new end. */
