@@ -78,7 +78,7 @@ run() {
 	asan-mount)
 		echo "== part of the mount suite, ASan+UBSan daemon (build-san): ${ASAN_MOUNT_TESTS[*]}"
 		build build-san -Db_sanitize=address,undefined
-		FSX_OPS=${FSX_OPS:-3000} meson test -C build-san --print-errorlogs \
+		FSX_OPS=${FSX_OPS:-1000} meson test -C build-san --print-errorlogs \
 			--timeout-multiplier 3 "${ASAN_MOUNT_TESTS[@]}" "${@:2}"
 		;;
 	tsan-unit)
@@ -90,7 +90,7 @@ run() {
 	tsan-mount)
 		echo "== TSan daemon, several writers, flushers=4 (build-tsan): ${TSAN_MOUNT_TESTS[*]}"
 		build build-tsan -Db_sanitize=thread
-		FSX_OPS=${FSX_OPS:-3000} meson test -C build-tsan --print-errorlogs \
+		FSX_OPS=${FSX_OPS:-1000} meson test -C build-tsan --print-errorlogs \
 			--timeout-multiplier 3 "${TSAN_MOUNT_TESTS[@]}" "${@:2}"
 		;;
 	valgrind-unit)
