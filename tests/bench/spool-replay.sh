@@ -68,6 +68,20 @@ is_mounted() { awk -v m="$1" '$2 == m {f = 1} END {exit !f}' /proc/mounts; }
 now() { date +%s.%N; }
 med() { sort -g | awk '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.2f [%.2f-%.2f]", m, a[1], a[NR]}'; }
 
+# copy_and_kill OPTS NAME LOG: mount with OPTS, copy the source to NAME,
+# kill -9 the daemon at once and detach its mount; the writer's MB/s in
+# MBPS (not a subshell: the cleanup must know $pid meanwhile).
+copy_and_kill() {
+	local t0 t1
+	"$slowmedia" "$W/lower" "$W/mnt" -f -o "$1" 2>"$3" &
+	pid=$!
+	for _ in $(seq 100); do is_mounted "$W/mnt" && break; sleep 0.1; done
+	t0=$(now); dd if="$W/src" of="$W/mnt/$2" bs=1M status=none; t1=$(now)
+	kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
+	umount -l "$W/mnt"
+	MBPS=$(echo "$mb / ($t1 - $t0)" | bc -l)
+}
+
 declare -a fast wr nospool mount_s drain_s pending pace
 for ((r = 1; r <= runs; r++)); do
 	media_loop_up med 2048 ext2 "$W/lower" >/dev/null || exit 1
@@ -76,21 +90,10 @@ for ((r = 1; r <= runs; r++)); do
 	t0=$(now); dd if="$W/src" of="$W/fastcopy" bs=1M conv=fsync status=none; t1=$(now)
 	fast+=("$(echo "$mb / ($t1 - $t0)" | bc -l)")
 	rm -f "$W/fastcopy"
-	"$slowmedia" "$W/lower" "$W/mnt" -f -o "queue=$((mb + 16))M,arbiter=off" 2>/dev/null &
-	pid=$!
-	for _ in $(seq 100); do is_mounted "$W/mnt" && break; sleep 0.1; done
-	t0=$(now); dd if="$W/src" of="$W/mnt/nospool" bs=1M status=none; t1=$(now)
-	kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
-	umount -l "$W/mnt"
-	nospool+=("$(echo "$mb / ($t1 - $t0)" | bc -l)")
-	"$slowmedia" "$W/lower" "$W/mnt" -f -o "spool=$W/spool,queue=$((mb + 16))M,arbiter=off" \
-		2>"$W/log.$r.1" &
-	pid=$!
-	for _ in $(seq 100); do is_mounted "$W/mnt" && break; sleep 0.1; done
-	t0=$(now); dd if="$W/src" of="$W/mnt/copy" bs=1M status=none; t1=$(now)
-	kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
-	umount -l "$W/mnt"
-	wr+=("$(echo "$mb / ($t1 - $t0)" | bc -l)")
+	copy_and_kill "queue=$((mb + 16))M,arbiter=off" nospool /dev/null
+	nospool+=("$MBPS")
+	copy_and_kill "spool=$W/spool,queue=$((mb + 16))M,arbiter=off" copy "$W/log.$r.1"
+	wr+=("$MBPS")
 	p=$(du -sb "$W/spool" | awk '{print $1}')
 	pending+=("$(echo "$p / 1048576" | bc -l)")
 	t0=$(now)
