@@ -7,10 +7,10 @@
 #               plain build already: tests/fuzz/README.md)
 #   asan-mount  ./build-san: a representative part of the mount suite with
 #               the ASan+UBSan daemon (ASAN_MOUNT_TESTS below: the POSIX
-#               parity cases, the queue's writers, errors, EFBIG, fsx)
+#               parity cases, the queue's writers, errors, EFBIG)
 #   tsan-unit   ./build-tsan (-Db_sanitize=thread, -O1): the same unit tests
-#   tsan-mount  ./build-tsan: queue-writers (six writers, flushers=4) and a
-#               short fsx with flushers=4, on the ThreadSanitizer daemon
+#   tsan-mount  ./build-tsan: queue-writers (six writers, flushers=4)
+#               on the ThreadSanitizer daemon
 #   valgrind-unit  ./build (the plain build) under valgrind memcheck: the
 #               unit tests but the shell-driven spool-cli; leaks (definite,
 #               indirect) count as errors
@@ -30,8 +30,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 ASAN_MOUNT_TESTS=(parity queue-writers queue-eio queue-efbig queue-read-your-writes
-	queue-error-isolation ctl-errors fsx-queue1M)
-TSAN_MOUNT_TESTS=(queue-writers fsx-flushers4)
+	queue-error-isolation ctl-errors)
+TSAN_MOUNT_TESTS=(queue-writers)
 
 mode=asan-unit
 case "${1:-}" in

@@ -19,7 +19,7 @@ meson test -C build --print-errorlogs --suite unit 2>&1 | tee -a "$log" || rc=1
 wait "$san_pid" || rc=1
 tee -a "$log" <"$san"
 # The other sanitizer runs (tests/run-sanitizers.sh late: the unit suite
-# under TSan and under valgrind, queue-writers and a short fsx on a TSan
+# under TSan and under valgrind, queue-writers on a TSan
 # daemon with flushers=4, a part of the mount suite on an ASan+UBSan daemon)
 # go beside the mount suite, niced: most mount tests time a slow medium and
 # leave a core idle. Their output follows the mount suite's.
