@@ -450,6 +450,7 @@ static void reply_status(struct ctl_client *cl)
 			ctl_add(o, "spool_error", sp.err ? g_strerror(-sp.err) : "");
 			ctl_add_u64(o, "spool_replayed_records", sp.replayed_records);
 			ctl_add_u64(o, "spool_replayed_bytes", sp.replayed_bytes);
+			ctl_add_u64(o, "spool_journal_only", sp.journal_only);
 		}
 	}
 	ctl_add_u64(o, "pid", (uint64_t)getpid());

@@ -22,6 +22,14 @@
  * buffer's data came from. Growth by doubling stops at EXT_BUF_GROW_MAX,
  * small buffers are not page-aligned, so slack stays a bounded share.
  *
+ * Data in a file. With a spool, data beyond what queue= lets the daemon
+ * keep in memory is kept only where the spool journaled it: such a buffer
+ * (extmap_write_file) has no data block, only its ext_file and the offset
+ * there, and costs its header. It splits, is cut and pinned like any other;
+ * it is never appended to or compacted. Reads lay it over with pread; a
+ * taken chunk hands its pieces' places to the flusher (extmap_take_src),
+ * which reads them back.
+ *
  * Allocation failure. The buffers and extents a write needs are allocated
  * before anything is cut, with calls that can fail: a write that finds no
  * memory returns -ENOMEM and leaves the map as it was. Compaction and a
@@ -35,6 +43,36 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+struct ext_file *ext_file_new(int fd)
+{
+	struct ext_file *f = g_try_new(struct ext_file, 1);
+
+	if (f)
+		*f = (struct ext_file){.fd = fd, .refs = 1};
+	return f;
+}
+
+struct ext_file *ext_file_ref(struct ext_file *f)
+{
+	__atomic_add_fetch(&f->refs, 1, __ATOMIC_RELAXED);
+	return f;
+}
+
+void ext_file_unref(struct ext_file *f)
+{
+	if (f && __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		close(f->fd);
+		g_free(f);
+	}
+}
+
+/* What b costs against queue=. */
+static size_t buf_mem(const struct ext_buf *b)
+{
+	return b->file ? EXT_FILE_BUF_MEM : ext_buf_mem(b->cap);
+}
 
 static gint off_cmp(gconstpointer a, gconstpointer b, gpointer unused)
 {
@@ -114,8 +152,11 @@ static struct ext_buf *buf_new(struct extmap *m, size_t cap, off_t lo)
 static void buf_unref(struct extmap *m, struct ext_buf *b)
 {
 	if (--b->refs == 0) {
-		mem_release(m, ext_buf_mem(b->cap));
-		data_free(b->data, b->cap);
+		mem_release(m, buf_mem(b));
+		if (b->file)
+			ext_file_unref(b->file);
+		else
+			data_free(b->data, b->cap);
 		g_free(b);
 	}
 }
@@ -133,6 +174,8 @@ static bool worth_compacting(const struct ext_buf *b)
 {
 	size_t now = ext_buf_mem(b->cap), after = ext_buf_mem(b->live);
 
+	if (b->file)
+		return false; /* it holds no data to save */
 	return after * 2 <= now && now - after >= EXT_COMPACT_MIN_SAVING;
 }
 
@@ -166,6 +209,7 @@ void extmap_init(struct extmap *m, uint64_t *total)
 	/* Keys point into the extent itself; extents are freed by remove_extent. */
 	m->tree = g_tree_new_full(off_cmp, NULL, NULL, NULL);
 	m->bytes = 0;
+	m->file_bytes = 0;
 	m->gen = 0;
 	m->mem = 0;
 	m->count = (struct ext_count){0}; /* no level counted until extmap_count_reset */
@@ -218,6 +262,8 @@ static void insert(struct extmap *m, struct extent *e)
 {
 	g_tree_insert(m->tree, &e->off, e);
 	m->bytes += e->len;
+	if (e->buf->file)
+		m->file_bytes += e->len;
 	e->buf->live += e->len;
 	e->buf->pieces++;
 	mem_charge(m, EXT_NODE_BYTES);
@@ -229,6 +275,8 @@ static void remove_extent(struct extmap *m, struct extent *e)
 
 	g_tree_steal(m->tree, &e->off);
 	m->bytes -= e->len;
+	if (b->file)
+		m->file_bytes -= e->len;
 	b->live -= e->len;
 	b->pieces--;
 	mem_release(m, EXT_NODE_BYTES);
@@ -239,6 +287,8 @@ static void remove_extent(struct extmap *m, struct extent *e)
 static void set_len(struct extmap *m, struct extent *e, size_t len)
 {
 	m->bytes = m->bytes - e->len + len;
+	if (e->buf->file)
+		m->file_bytes = m->file_bytes - e->len + len;
 	e->buf->live = e->buf->live - e->len + len;
 	e->len = len;
 }
@@ -380,7 +430,7 @@ static struct extent *append_target(const struct extmap *m, off_t off, size_t le
 	if (!n)
 		return NULL;
 	p = g_tree_node_value(n);
-	if (p->off + (off_t)p->len != off || p->flight || p->buf->refs != 1 ||
+	if (p->off + (off_t)p->len != off || p->flight || p->buf->refs != 1 || p->buf->file ||
 	    p->boff + p->len != p->buf->size || p->len + len > coalesce_max)
 		return NULL;
 	if (p->buf->size + len > p->buf->cap && p->buf->size + len > EXT_BUF_GROW_MAX)
@@ -463,6 +513,59 @@ int extmap_write(struct extmap *m, off_t off, const void *data, size_t len,
 	return 0;
 }
 
+int extmap_write_file(struct extmap *m, off_t off, size_t len, struct ext_file *file,
+		      off_t foff)
+{
+	off_t end = off + (off_t)len;
+	g_autoptr(GPtrArray) held = NULL;
+	struct extent *spare = NULL, *e;
+	struct ext_buf *b;
+	uint64_t gen, cut;
+
+	if (len == 0)
+		return 0;
+	if (splits(m, off, end) && !(spare = extent_alloc()))
+		return -ENOMEM;
+	b = alloc_fails() ? NULL : g_try_new0(struct ext_buf, 1);
+	e = b ? extent_alloc() : NULL;
+	if (!e) {
+		g_free(b);
+		g_free(spare);
+		return -ENOMEM;
+	}
+	*b = (struct ext_buf){.refs = 1, .size = len, .cap = len, .lo = off, .hi = end,
+			      .file = ext_file_ref(file), .foff = foff};
+	mem_charge(m, buf_mem(b));
+	held = g_ptr_array_new();
+	gen = ++m->gen;
+	cut = punch(m, off, end, &spare, held);
+	gen = MIN(gen, cut);
+	g_free(spare);
+	*e = (struct extent){.off = off, .len = len, .buf = b, .boff = 0, .flight = 0, .gen = gen};
+	insert(m, e);
+	release_held(m, held);
+	return 0;
+}
+
+/* Read n bytes of a file-kept piece: 0 or -errno (-EIO for a short file). */
+static int file_read(const struct ext_buf *b, size_t boff, char *dst, size_t n)
+{
+	off_t at = b->foff + (off_t)boff;
+
+	while (n) {
+		ssize_t r = pread(b->file->fd, dst, n, at);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		dst += r;
+		at += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
 void extmap_truncate(struct extmap *m, off_t size)
 {
 	off_t end = extmap_end(m);
@@ -476,18 +579,24 @@ void extmap_truncate(struct extmap *m, off_t size)
 	release_held(m, held);
 }
 
-void extmap_overlay(const struct extmap *m, off_t off, char *buf, size_t len)
+int extmap_overlay(const struct extmap *m, off_t off, char *buf, size_t len)
 {
 	off_t end = off + (off_t)len;
 	g_autoptr(GPtrArray) hits = overlapping(m, off, end);
+	int err = 0;
 
 	for (guint i = 0; i < hits->len; i++) {
 		const struct extent *e = hits->pdata[i];
 		off_t s = MAX(off, e->off);
 		off_t t = MIN(end, e->off + (off_t)e->len);
+		size_t boff = e->boff + (size_t)(s - e->off);
 
-		memcpy(buf + (s - off), e->buf->data + e->boff + (s - e->off), (size_t)(t - s));
+		if (!e->buf->file)
+			memcpy(buf + (s - off), e->buf->data + boff, (size_t)(t - s));
+		else if (!err)
+			err = file_read(e->buf, boff, buf + (s - off), (size_t)(t - s));
 	}
+	return err;
 }
 
 struct oldest {
@@ -553,6 +662,13 @@ static GTreeNode *first_queued_from(struct extmap *m, off_t from)
 size_t extmap_take(struct extmap *m, off_t from, size_t max, unsigned flight,
 		   struct iovec *iov, int niov_max, int *niov, off_t *off)
 {
+	return extmap_take_src(m, from, max, flight, iov, NULL, niov_max, niov, off);
+}
+
+size_t extmap_take_src(struct extmap *m, off_t from, size_t max, unsigned flight,
+		       struct iovec *iov, struct ext_src *src, int niov_max, int *niov,
+		       off_t *off)
+{
 	GTreeNode *n = first_queued_from(m, from);
 	size_t total = 0;
 	off_t next = 0;
@@ -561,7 +677,7 @@ size_t extmap_take(struct extmap *m, off_t from, size_t max, unsigned flight,
 	while (n && *niov < niov_max && total < max) {
 		struct extent *e = g_tree_node_value(n);
 
-		if (e->flight || (*niov > 0 && e->off != next))
+		if (e->flight || (*niov > 0 && e->off != next) || (!src && e->buf->file))
 			break;
 		if (e->len > max - total) {
 			/* Split at the chunk limit; the tail stays queued. */
@@ -582,8 +698,11 @@ size_t extmap_take(struct extmap *m, off_t from, size_t max, unsigned flight,
 			*off = e->off;
 		e->flight = flight;
 		pin(m, flight, e->buf);
-		iov[*niov].iov_base = e->buf->data + e->boff;
+		iov[*niov].iov_base = e->buf->file ? NULL : e->buf->data + e->boff;
 		iov[*niov].iov_len = e->len;
+		if (src)
+			src[*niov] = (struct ext_src){.file = e->buf->file,
+						      .off = e->buf->foff + (off_t)e->boff};
 		(*niov)++;
 		total += e->len;
 		next = e->off + (off_t)e->len;
@@ -715,20 +834,34 @@ static void count_follow(struct extmap *m, uint64_t old_bytes)
 	m->count.bytes += m->bytes - old_bytes;
 }
 
-int extmap_write_counted(struct extmap *m, off_t off, const void *data, size_t len,
-			 size_t coalesce_max)
+/* A write (of memory or file-kept data: file NULL or not), counted. */
+static int write_counted(struct extmap *m, off_t off, const void *data, size_t len,
+			 size_t coalesce_max, struct ext_file *file, off_t foff)
 {
 	uint64_t add[EXT_COUNT_LEVELS], old = m->bytes;
 	int r;
 
 	extmap_count_need(m, off, len, add);
-	r = extmap_write(m, off, data, len, coalesce_max);
+	r = file ? extmap_write_file(m, off, len, file, foff)
+		 : extmap_write(m, off, data, len, coalesce_max);
 	if (r < 0)
 		return r;
 	for (int l = 0; l < EXT_COUNT_LEVELS; l++)
 		m->count.blocks[l] += add[l];
 	count_follow(m, old);
 	return 0;
+}
+
+int extmap_write_counted(struct extmap *m, off_t off, const void *data, size_t len,
+			 size_t coalesce_max)
+{
+	return write_counted(m, off, data, len, coalesce_max, NULL, 0);
+}
+
+int extmap_write_file_counted(struct extmap *m, off_t off, size_t len, struct ext_file *file,
+			      off_t foff)
+{
+	return write_counted(m, off, NULL, len, 0, file, foff);
 }
 
 static void count_drop(struct ext_count *c, int l, uint64_t before, uint64_t after)

@@ -6,6 +6,21 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+/* A file that holds buffers' data instead of memory: a spool segment the
+ * data was journaled to (spool.c), read back to flush it or to lay it over a
+ * read. Refcounted (atomically: the spool takes and drops its references
+ * under its own lock); the fd is closed with the last reference, so data a
+ * chunk or an extent still needs stays readable after the file is unlinked. */
+struct ext_file {
+	int fd;	       /* readable; owned */
+	unsigned refs; /* atomic */
+};
+
+/* A new ext_file owning fd (its one reference the caller's); NULL without memory. */
+struct ext_file *ext_file_new(int fd);
+struct ext_file *ext_file_ref(struct ext_file *f);
+void ext_file_unref(struct ext_file *f); /* NULL is fine */
+
 /* Data buffer shared by the pieces an extent was split into. */
 struct ext_buf {
 	unsigned refs;	 /* extents using it, chunks pinning it, holds while punching */
@@ -18,6 +33,10 @@ struct ext_buf {
 	 * with O_DIRECT uncopied. Smaller ones are plain malloc blocks: a page
 	 * for a 10-byte write would cost 400 times the data. */
 	char *data;
+	/* Or, with data NULL: the bytes are in file from foff on (one
+	 * journaled write, never appended to); the buffer costs its header only. */
+	struct ext_file *file;
+	off_t foff;
 };
 
 #define EXT_BUF_ALIGN 4096
@@ -80,6 +99,7 @@ struct ext_count {
 struct extmap {
 	GTree *tree;	/* off -> struct extent, non-overlapping */
 	uint64_t bytes; /* sum of extent lengths */
+	uint64_t file_bytes; /* of them, kept in a file (extmap_write_file) */
 	GHashTable *pinned; /* flight id -> GPtrArray of ext_buf the chunk's iovecs use */
 	uint64_t gen;	    /* writes so far; each extmap_write is the next generation */
 	struct ext_count count; /* lower blocks needed (extmap_count_reset) */
@@ -122,6 +142,19 @@ static inline size_t extmap_write_cost(size_t len)
 	return ext_buf_mem(len) + 2 * EXT_NODE_BYTES;
 }
 
+/* Memory a buffer whose data is in a file costs: its header alone. */
+#define EXT_FILE_BUF_MEM (sizeof(struct ext_buf) + EXT_MALLOC_OVERHEAD)
+/* What queueing len bytes kept in a file adds to a map's mem, at most. */
+#define EXT_FILE_WRITE_COST (EXT_FILE_BUF_MEM + 2 * EXT_NODE_BYTES)
+
+/*
+ * Queue len bytes at off whose data is at foff in file (the map takes its
+ * own reference): as extmap_write, without copying anything. Such an extent
+ * is read back by extmap_overlay and by the flusher (extmap_take_src).
+ */
+int extmap_write_file(struct extmap *m, off_t off, size_t len, struct ext_file *file,
+		      off_t foff);
+
 /* For tests: the n-th allocation from now that may fail (buffers, extents)
  * fails, once; 0 turns it off. Not thread safe. */
 void extmap_fail_alloc_after(unsigned n);
@@ -152,8 +185,10 @@ bool extmap_run_from(const struct extmap *m, off_t pos, off_t *start, off_t *end
 /* Drop everything at or beyond size. */
 void extmap_truncate(struct extmap *m, off_t size);
 
-/* Copy queued data over buf, which holds the file's bytes [off, off+len). */
-void extmap_overlay(const struct extmap *m, off_t off, char *buf, size_t len);
+/* Copy queued data over buf, which holds the file's bytes [off, off+len):
+ * 0, or -errno when data kept in a file cannot be read back (buf is then
+ * partly overlaid). */
+int extmap_overlay(const struct extmap *m, off_t off, char *buf, size_t len);
 
 /* End of the last extent (0 when empty). */
 off_t extmap_end(const struct extmap *m);
@@ -167,6 +202,18 @@ off_t extmap_end(const struct extmap *m);
  */
 size_t extmap_take(struct extmap *m, off_t from, size_t max, unsigned flight,
 		   struct iovec *iov, int niov_max, int *niov, off_t *off);
+
+/* Where a piece of a taken chunk is when its data is in a file (iov_base is
+ * NULL then): at off in file->fd. The chunk pins the file until it ends. */
+struct ext_src {
+	struct ext_file *file; /* NULL: the iovec points at memory */
+	off_t off;
+};
+/* extmap_take, pieces kept in files included: src[i] says where iov[i]'s
+ * bytes are. (extmap_take stops at the first such piece.) */
+size_t extmap_take_src(struct extmap *m, off_t from, size_t max, unsigned flight,
+		       struct iovec *iov, struct ext_src *src, int niov_max, int *niov,
+		       off_t *off);
 
 /* The chunk `flight`, taken as [off, off+len), is on the medium: drop what is
  * left of it. Returns bytes dropped. */
@@ -198,6 +245,8 @@ void extmap_count_need(const struct extmap *m, off_t off, size_t len,
 /* 0 or -ENOMEM, as extmap_write (the count unchanged then). */
 int extmap_write_counted(struct extmap *m, off_t off, const void *data, size_t len,
 			 size_t coalesce_max);
+int extmap_write_file_counted(struct extmap *m, off_t off, size_t len, struct ext_file *file,
+			      off_t foff);
 /* Also lowers first[]: the lower frees the blocks past size once the
  * truncate reaches it, so writing there again allocates again. */
 void extmap_truncate_counted(struct extmap *m, off_t size);

@@ -167,11 +167,56 @@ static void flush_truncate(struct wq *q, struct wq_file *f)
 	}
 }
 
+/* Unlocked: a chunk with pieces kept in the spool's journal is read back
+ * into one aligned buffer (*bounce, the caller frees it), which iov then
+ * points at alone. 0, or -errno of the read. */
+static int gather_chunk(struct iovec *iov, const struct ext_src *src, int *niov, size_t len,
+			char **bounce)
+{
+	size_t at = 0;
+	int i;
+
+	for (i = 0; i < *niov && !src[i].file; i++)
+		;
+	if (i == *niov)
+		return 0;
+	if (posix_memalign((void **)bounce, EXT_BUF_ALIGN, MAX(len, 1)) != 0) {
+		*bounce = NULL;
+		return -ENOMEM;
+	}
+	for (i = 0; i < *niov; i++) {
+		char *dst = *bounce + at;
+		size_t n = iov[i].iov_len;
+		off_t pos = src[i].off;
+
+		if (!src[i].file)
+			memcpy(dst, iov[i].iov_base, n);
+		while (src[i].file && n) {
+			ssize_t r = pread(src[i].file->fd, dst, n, pos);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return r < 0 ? -errno : -EIO;
+			dst += r;
+			pos += r;
+			n -= (size_t)r;
+		}
+		at += iov[i].iov_len;
+	}
+	iov[0] = (struct iovec){.iov_base = *bounce, .iov_len = len};
+	*niov = 1;
+	return 0;
+}
+
 /* Called with the lock held; drops and retakes it around the I/O. Returns
  * the bytes written (0: none, or it failed). */
 static size_t flush_chunk(struct wq *q, struct wq_file *f)
 {
 	struct iovec iov[CHUNK_IOV_MAX];
+	struct ext_src src[CHUNK_IOV_MAX];
+	g_autofree char *bounce = NULL;
+	bool spool_err;
 	unsigned id = ++q->next_flight ? q->next_flight : ++q->next_flight;
 	bool seeks;
 	int niov, r;
@@ -189,8 +234,8 @@ static size_t flush_chunk(struct wq *q, struct wq_file *f)
 		f->cursor = extmap_oldest_off(&f->map);
 	seeks = policy_chunk_seeks(q->head_moved, f == q->last_file && f->cursor == q->last_end,
 				   readgate_last_end_ns(&q->gate), q->meta.last_write_end_ns);
-	len = extmap_take(&f->map, f->cursor, pacer_chunk_bytes(&q->pacer, seeks), id, iov,
-			  CHUNK_IOV_MAX, &niov, &off);
+	len = extmap_take_src(&f->map, f->cursor, pacer_chunk_bytes(&q->pacer, seeks), id, iov,
+			      src, CHUNK_IOV_MAX, &niov, &off);
 	if (!len)
 		return 0;
 	seeks = seeks || off != q->last_end;
@@ -201,8 +246,12 @@ static size_t flush_chunk(struct wq *q, struct wq_file *f)
 		g_queue_push_tail_link(&q->dirty, &f->link);
 	}
 	pthread_mutex_unlock(&q->lock);
+	/* The spool's disk is fast: read back before the chunk's time starts. */
+	r = gather_chunk(iov, src, &niov, len, &bounce);
+	spool_err = r < 0;
 	t0 = now_ns();
-	r = chunk_write(f->fd, &f->dfd, iov, niov, off, len);
+	if (r == 0)
+		r = chunk_write(f->fd, &f->dfd, iov, niov, off, len);
 	t1 = now_ns();
 	/* Unlocked, these: a FUSE or network lower answers them over the wire. */
 	path = wq_fd_path(f->fd); /* unlocked, like the I/O */
@@ -218,7 +267,8 @@ static size_t flush_chunk(struct wq *q, struct wq_file *f)
 	if (r < 0) {
 		q->head_moved = true;
 		extmap_abort(&f->map, id, off, len);
-		note_failure(q, f, r, "write", path);
+		note_failure(q, f, r, spool_err ? "reading back from the spool for the write" : "write",
+			     path);
 		return 0;
 	}
 	note_success(q, f, path);
@@ -561,8 +611,9 @@ static void rescue_all(struct wq *q, const char *why)
 			for (off_t o = s; o < e && !werr; o += RESCUE_STEP) {
 				size_t n = (size_t)MIN((off_t)RESCUE_STEP, e - o);
 				memset(buf, 0, n);
-				extmap_overlay(&f->map, o, buf, n);
-				werr = rescue_write(r, rel, (uint64_t)o, buf, n);
+				werr = extmap_overlay(&f->map, o, buf, n);
+				if (!werr)
+					werr = rescue_write(r, rel, (uint64_t)o, buf, n);
 			}
 			pos = e;
 		}

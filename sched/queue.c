@@ -21,6 +21,14 @@
  * refuses truncates, as it refuses writes: a truncate that failed is never
  * applied later.
  *
+ * Beyond queue=, with a spool. Data takes at most 7/8 of queue= in memory
+ * (mem_room); a write that finds that full is journaled first and queued as
+ * its place in the spool (extmap_write_file: an extent of ~200 bytes, in
+ * the last eighth), so writers wait at spool_max, not at queue=, and memory
+ * stays within queue=. Reads pread such pieces; the flushers read them back
+ * (flusher.c: gather_chunk). A file found unlinked (f->sgone) is not
+ * journaled: its writes stay in memory.
+ *
  * Backpressure. A write that finds no room (policy_room: queue= is full, or
  * its file holds FILE_SHARE_PCT of it already) is parked: its data is copied,
  * the FUSE worker returns, and one admitter thread queues parked writes in
@@ -614,22 +622,42 @@ static uint64_t failing_bytes(const struct wq *q)
 	return failing;
 }
 
+/* Called with the lock held: whether f's writes are kept in the spool's
+ * journal once memory is full (spool=, and f still has a name there). */
+static bool spooled(const struct wq *q, const struct wq_file *f)
+{
+	return q->sq && !f->sgone;
+}
+
+/* Called with the lock held: whether len more bytes of f fit in memory.
+ * queue= bounds memory, not data bytes (extents.h: extmap_write_cost); with
+ * a spool, data takes at most (SPOOL_NODE_SHARE - 1) / SPOOL_NODE_SHARE of
+ * it, and the rest is for the extents of writes kept only in the journal.
+ * Only a full queue needs the walk over the files. */
+static bool mem_room(const struct wq *q, const struct wq_file *f, size_t len)
+{
+	uint64_t cap = q->opts.queue_bytes;
+	size_t cost = extmap_write_cost(len);
+
+	if (spooled(q, f))
+		cap -= cap / SPOOL_NODE_SHARE;
+	return policy_room(cap, q->mem, q->mem + cost > cap ? failing_bytes(q) : 0,
+			   f->map.mem, cost);
+}
+
 /* Called with the lock held: whether len more bytes of f fit in the queue now. */
 static bool room_for(const struct wq *q, const struct wq_file *f, size_t len)
 {
-	uint64_t cap = q->opts.queue_bytes;
-
 	if (!f->dirty && q->dirty.length >= q->max_dirty)
 		return false;
 	/* The spool holds spool_max: room comes with the next metadata flush. */
 	if (q->sq && q->dirty.length && sq_full(q))
 		return false;
-	/* queue= bounds memory, not data bytes (extents.h: extmap_write_cost).
-	 * Only a full queue needs the walk over the files. */
-	size_t cost = extmap_write_cost(len);
-
-	return policy_room(cap, q->mem, q->mem + cost > cap ? failing_bytes(q) : 0,
-			   f->map.mem, cost);
+	if (mem_room(q, f, len))
+		return true;
+	/* Memory is full: with a spool, the write stays in the journal alone,
+	 * and what it costs here is its extent. */
+	return spooled(q, f) && q->mem + EXT_FILE_WRITE_COST <= q->opts.queue_bytes;
 }
 
 /* Called with the lock held: block while the queue is full (backpressure).
@@ -697,12 +725,48 @@ static void note_full(struct wq *q, struct wq_file *f, int fd, ssize_t r, size_t
 	       r < 0 ? g_strerror((int)-r) : "short write", r < 0 ? 0 : r, len);
 }
 
+/* Called with the lock held: put the write in f's extent map, and in the
+ * spool's journal. In memory while there is room; else (room_for said the
+ * spool takes it) journaled first and queued as the place it has there,
+ * read back to be flushed. 0, or -errno (nothing queued). *jerr: 0, or the
+ * spool's error for a write it refused after the queue took it (the data
+ * lands all the same, and the writer hears it: the spool's disk is full or
+ * failing). */
+static int queue_data(struct wq *q, struct wq_file *f, int fd, const void *data, size_t len,
+		      off_t off, int *jerr)
+{
+	struct ext_file *file = NULL;
+	off_t foff = 0;
+	int r;
+
+	if (!spooled(q, f) || mem_room(q, f, len)) {
+		r = extmap_write_counted(&f->map, off, data, len, CHUNK_MAX_BYTES);
+		if (r < 0)
+			return r;
+		*jerr = sq_append(q, f, fd, SPJ_WRITE, (uint64_t)off, len, 0, data, len,
+				  extmap_gen(&f->map));
+		return 0;
+	}
+	r = sq_append_at(q, f, fd, SPJ_WRITE, (uint64_t)off, len, 0, data, len,
+			 extmap_gen(&f->map) + 1, &file, &foff);
+	if (r < 0)
+		return r;
+	/* Unlinked meanwhile (not journaled), or its segment cannot be read
+	 * back: memory it is, once. */
+	if (!file)
+		return extmap_write_counted(&f->map, off, data, len, CHUNK_MAX_BYTES);
+	r = extmap_write_file_counted(&f->map, off, len, file, foff);
+	ext_file_unref(file);
+	return r;
+}
+
 /* Called with the lock held: queue the write, waiting for room if need be. */
 static ssize_t queue_write(struct wq *q, struct wq_file *f, int fd, const void *data,
 			   size_t len, off_t off)
 {
 	ssize_t r = wait_for_room(q, f, len);
 	uint64_t take;
+	int jerr = 0;
 
 	if (r < 0)
 		return r;
@@ -730,10 +794,10 @@ static ssize_t queue_write(struct wq *q, struct wq_file *f, int fd, const void *
 	if (r < 0)
 		return r;
 	q->queued -= f->map.bytes;
-	r = extmap_write_counted(&f->map, off, data, len, CHUNK_MAX_BYTES);
+	r = queue_data(q, f, fd, data, len, off, &jerr);
 	q->queued += f->map.bytes;
 	if (r < 0) {
-		wqf_clean(q, f); /* no memory: made dirty for nothing, if it was */
+		wqf_clean(q, f); /* no memory, no journal: made dirty for nothing, if it was */
 		return r;
 	}
 	if (off + (off_t)len > f->size)
@@ -745,12 +809,7 @@ static ssize_t queue_write(struct wq *q, struct wq_file *f, int fd, const void *
 	 * wake-up per write costs the writers the lock (it takes it at once). */
 	if (q->idle_flushers)
 		pthread_cond_signal(&q->work);
-	/* Journaled after it is queued: a write the spool refuses still lands,
-	 * but its writer hears the error (the spool's disk is full or failing). */
-	r = sq_append(q, f, fd, SPJ_WRITE, (uint64_t)off, len, 0, data, len, extmap_gen(&f->map));
-	if (r < 0)
-		return r;
-	return (ssize_t)len;
+	return jerr < 0 ? jerr : (ssize_t)len;
 }
 
 /* Called with the lock held: hand the write to the admitter (data copied). */
@@ -891,8 +950,8 @@ static ssize_t overlay(struct wq_file *f, char *buf, size_t len, off_t off, ssiz
 		n = MAX(0, f->flying_floor - off);
 	if ((size_t)n < want)
 		memset(buf + n, 0, want - (size_t)n);
-	extmap_overlay(&f->map, off, buf, want);
-	return (ssize_t)want;
+	n = extmap_overlay(&f->map, off, buf, want); /* pieces kept in the spool: pread */
+	return n < 0 ? n : (ssize_t)want;
 }
 
 /* Called with the lock held: hold f's chunks back until one read is done,
@@ -1392,6 +1451,10 @@ int wq_spool_open(struct wq *q, char *why, size_t why_n)
 void wq_spool_stats(struct wq *q, struct wq_spool_stats *s)
 {
 	sq_get_stats(q, s);
+	pthread_mutex_lock(&q->lock);
+	for (GList *l = q->dirty.head; l; l = l->next)
+		s->journal_only += ((const struct wq_file *)l->data)->map.file_bytes;
+	pthread_mutex_unlock(&q->lock);
 }
 
 void wq_note_rename(struct wq *q, const char *from, const char *to)

@@ -79,6 +79,7 @@ struct wq_file {
 	uint64_t stimes_gen;
 	char *spath;
 	bool shandle_tried;
+	bool sgone;	/* found unlinked: not journaled, its data kept in memory */
 	uint32_t shandle_len;
 	int32_t shandle_type;
 	unsigned char shandle[128];
@@ -279,6 +280,10 @@ int wq_wait_all_flushed(struct wq *q);
  * and do nothing without a spool. */
 #include "spool_journal.h"
 #define SPOOL_MAX_DEFAULT (4ull << 30)
+/* With a spool, 1/SPOOL_NODE_SHARE of queue= is kept for the extents of
+ * writes held in the journal alone (EXT_FILE_WRITE_COST each): queue=64M
+ * leaves 8 MiB, some 40,000 writes, 5 GiB of them at 128 KiB. */
+#define SPOOL_NODE_SHARE 8
 /* Unlocked, before wq_start: check DIR, identify the medium, open its spool
  * and replay what an earlier run left. -errno with why (nothing mounted). */
 int sq_open(struct wq *q, const struct sched_opts *o, char *why, size_t why_n);
@@ -289,6 +294,12 @@ void sq_close(struct wq *q); /* unlocked, after the drain */
  * the writer (logged once). */
 int sq_append(struct wq *q, struct wq_file *f, int fd, enum spj_type type, uint64_t off,
 	      uint64_t len, uint32_t mode, const void *payload, size_t payload_len, uint64_t gen);
+/* sq_append, and where the payload is in the spool: *file (a reference for
+ * the caller; NULL when it cannot be read back) and *foff. 0 when
+ * journaled, 1 when not (no spool; f unlinked: f->sgone), -errno. */
+int sq_append_at(struct wq *q, struct wq_file *f, int fd, enum spj_type type, uint64_t off,
+		 uint64_t len, uint32_t mode, const void *payload, size_t payload_len,
+		 uint64_t gen, struct ext_file **file, off_t *foff);
 /* Unlocked: a lower name moved (to NULL: removed): files journaled below it
  * get a RENAME or UNLINK record. */
 void sq_note_rename(struct wq *q, const char *from_abs, const char *to_abs);

@@ -103,6 +103,7 @@
 
 #include "spool_int.h"
 #include "fdio.h"
+#include "extents.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -236,6 +237,7 @@ struct seg {
 	struct keymap keys;
 	struct spj_writer *w; /* the active segment's; else NULL */
 	int sync_fd;	      /* the active segment's second descriptor; else -1 */
+	struct ext_file *rd;  /* the active segment read back (spool_append_at); or NULL */
 	uint64_t nrec;	      /* records appended by this run */
 	bool had_keys;	      /* some record of it was handed out or appended */
 	bool retiring;	      /* rotated out, its sync and close still due */
@@ -269,6 +271,7 @@ static void seg_free(struct seg *s)
 	spj_close(s->w);
 	if (s->sync_fd >= 0)
 		close(s->sync_fd);
+	ext_file_unref(s->rd);
 	keymap_free(&s->keys);
 	g_free(s);
 }
@@ -619,6 +622,8 @@ static void seg_close_writer(struct seg *s)
 	s->w = NULL;
 	close(s->sync_fd);
 	s->sync_fd = -1;
+	ext_file_unref(s->rd); /* the queue's extents keep what they read */
+	s->rd = NULL;
 }
 
 /* Sync and close segment s, rotated out (the sweep leaves it alone while
@@ -759,12 +764,38 @@ static int append_locked(struct spool *sp, uint64_t key, const struct spj_record
 int spool_append(struct spool *sp, uint64_t key, const struct spj_record *r,
 		 const void *payload, uint64_t *seq_out)
 {
-	int err;
+	return spool_append_at(sp, key, r, payload, seq_out, NULL, NULL);
+}
+
+int spool_append_at(struct spool *sp, uint64_t key, const struct spj_record *r,
+		    const void *payload, uint64_t *seq_out, struct ext_file **file,
+		    off_t *payload_off)
+{
+	struct seg *s;
+	int fd, err;
 
 	if (key == SPOOL_REPLAY_KEY || !r)
 		return -EINVAL;
 	pthread_mutex_lock(&sp->lock);
 	err = append_locked(sp, key, r, payload, seq_out);
+	if (err || !file)
+		goto out;
+	/* The record is the last of the active segment: its payload ends it. */
+	s = sp->active;
+	if (!s->rd) {
+		fd = openat(sp->mdfd, s->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		s->rd = fd < 0 ? NULL : ext_file_new(fd);
+		if (fd >= 0 && !s->rd)
+			close(fd);
+	}
+	if (!s->rd) {
+		/* Journaled all the same: the caller keeps the data in memory. */
+		*file = NULL;
+		goto out;
+	}
+	*file = ext_file_ref(s->rd);
+	*payload_off = (off_t)(s->size - r->payload_len);
+out:
 	pthread_mutex_unlock(&sp->lock);
 	return err;
 }

@@ -84,6 +84,13 @@ int spool_close(struct spool *sp);
  */
 int spool_append(struct spool *sp, uint64_t key, const struct spj_record *r,
 		 const void *payload, uint64_t *seq_out);
+/* spool_append, and where the payload now is: *file (a new reference to the
+ * segment, for reading only) and *payload_off in it. *file is NULL when the
+ * segment cannot be opened for reading (the record is journaled anyway). */
+struct ext_file;
+int spool_append_at(struct spool *sp, uint64_t key, const struct spj_record *r,
+		    const void *payload, uint64_t *seq_out, struct ext_file **file,
+		    off_t *payload_off);
 /* Every record appended before the call is on the disk. Callers sharing a
  * spool share the fdatasync (group commit). A failed sync breaks the spool:
  * every later append and sync returns its error (the pages may be gone). */

@@ -790,6 +790,15 @@ static void file_handle_of(struct wq_file *f, int fd)
 int sq_append(struct wq *q, struct wq_file *f, int fd, enum spj_type type, uint64_t off,
 	      uint64_t len, uint32_t mode, const void *payload, size_t payload_len, uint64_t gen)
 {
+	int r = sq_append_at(q, f, fd, type, off, len, mode, payload, payload_len, gen, NULL, NULL);
+
+	return r < 0 ? r : 0;
+}
+
+int sq_append_at(struct wq *q, struct wq_file *f, int fd, enum spj_type type, uint64_t off,
+		 uint64_t len, uint32_t mode, const void *payload, size_t payload_len,
+		 uint64_t gen, struct ext_file **file, off_t *foff)
+{
 	struct spoolq *sq = q->sq;
 	struct spj_record rec;
 	struct sgen sg;
@@ -797,13 +806,17 @@ int sq_append(struct wq *q, struct wq_file *f, int fd, enum spj_type type, uint6
 	uint64_t seq;
 	int r;
 
+	if (file)
+		*file = NULL;
 	if (!sq)
-		return 0;
+		return 1;
 	bool gone = false;
 
 	path = file_path(q, f, fd, &gone);
-	if (gone)
-		return 0; /* unlinked: its data never needs to reach the medium */
+	if (gone) {
+		f->sgone = true; /* its data need not reach the medium: kept in memory */
+		return 1;
+	}
 	file_handle_of(f, fd);
 	if (!path && f->shandle_len)
 		path = SQ_NO_NAME; /* known by its handle alone (see replay_open) */
@@ -822,7 +835,7 @@ int sq_append(struct wq *q, struct wq_file *f, int fd, enum spj_type type, uint6
 				  .handle_len = f->shandle_len, .handle = f->shandle,
 				  .path = path, .offset = off, .length = len, .mode = mode,
 				  .payload_len = payload_len};
-	r = spool_append(sq->sp, f->skey, &rec, payload, &seq);
+	r = spool_append_at(sq->sp, f->skey, &rec, payload, &seq, file, foff);
 	if (r < 0) {
 		if (r != sq->err)
 			wq_err(q, "spool=%s: cannot journal a %s: %s (the writer gets the error)",

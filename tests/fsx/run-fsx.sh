@@ -19,6 +19,8 @@
 #   FSX_TMPDIR=DIR where the temp dir goes (default /var/tmp: a fast disk)
 #   FSX_KEEP=1     keep the temp dir (lower files, daemon logs) for a look
 #   FSX_VERBOSE=1  print every op (a replayable log: fsx --replay FILE)
+#
+# `--spool-root TMP` puts the configurations' spools in a tmpfs at TMP/spool.
 
 fsx=$1
 daemon=$2
@@ -67,6 +69,9 @@ cleanup() {
 		awk -v m="$m" '$2 == m {f = 1} END {exit !f}' /proc/mounts && umount -l "$m"
 	done
 	stop_daemon
+	if awk -v m="$tmp/spool" '$2 == m {f = 1} END {exit !f}' /proc/mounts; then
+		umount "$tmp/spool" || umount -l "$tmp/spool"
+	fi
 	pkill -f -- "slowmedia-arbiterd --socket $SLOWMEDIA_ARBITER_SOCKET " 2>/dev/null
 	if [ -n "${FSX_KEEP:-}" ]; then
 		echo "# kept $tmp"
@@ -77,7 +82,17 @@ cleanup() {
 trap 'rc=$?; cleanup; exit $rc' EXIT
 trap 'exit 130' INT TERM HUP
 
-args=("$@")
+# --spool-root TMP: a spool directory of the run's own, a tmpfs under tmp
+# (slowmedia refuses a spool on the lower's filesystem).
+args=()
+for a in "$@"; do
+	if [ "$a" = TMP ] && [ "${args[-1]:-}" = --spool-root ]; then
+		mkdir -m 700 "$tmp/spool" &&
+			mount -t tmpfs -o mode=0700,size=2G fsx-spool "$tmp/spool" || exit 1
+		a=$tmp/spool
+	fi
+	args+=("$a")
+done
 [ -n "${FSX_SEED:-}" ] && args+=(--seed "$FSX_SEED")
 [ -n "${FSX_OPS:-}" ] && args+=(--ops "$FSX_OPS")
 [ -n "${FSX_VERBOSE:-}" ] && args+=(--verbose)

@@ -2,8 +2,10 @@
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "extents.h"
 
@@ -100,14 +102,16 @@ static void check_mem(const struct extmap *m, GPtrArray *a)
 		const struct ext_buf *b = key;
 		const struct buf_seen *s = val;
 
-		mem += ext_buf_mem(b->cap);
+		mem += b->file ? EXT_FILE_BUF_MEM : ext_buf_mem(b->cap);
+		if (b->file && b->data)
+			ck_abort_msg("a buffer kept in a file has a data block too");
 		if (b->pieces != s->pieces || b->live != s->live ||
 		    b->refs != s->pieces + s->pins || b->size > b->cap)
 			ck_abort_msg("buffer: pieces %u (seen %u), live %zu (seen %zu), refs %u "
 				     "(seen %u pieces + %u pins), size %zu, cap %zu",
 				     b->pieces, s->pieces, b->live, s->live, b->refs, s->pieces,
 				     s->pins, b->size, b->cap);
-		if (b->cap >= EXT_BUF_ALIGNED_MIN && (uintptr_t)b->data % EXT_BUF_ALIGN)
+		if (!b->file && b->cap >= EXT_BUF_ALIGNED_MIN && (uintptr_t)b->data % EXT_BUF_ALIGN)
 			ck_abort_msg("a buffer of %zu bytes is not aligned", b->cap);
 	}
 	if (m->mem != mem)
@@ -988,6 +992,11 @@ struct rnd {
 	int nfly;
 	unsigned next_id;
 	uint64_t total; /* the map's mem, kept by it (extmap_init) */
+	/* Half the writes, in the second half of the runs: their data is put
+	 * in this file first (as the spool journals it) and queued as a place
+	 * there (extmap_write_file). */
+	struct ext_file *file;
+	off_t fend;
 };
 
 /* Check reports every passing assertion to the runner: too slow per byte. */
@@ -1057,8 +1066,15 @@ static void rnd_write(struct rnd *t)
 	/* Now and then an allocation fails: the write is then as if not made. */
 	if (g_rand_int_range(t->r, 0, 10) == 0)
 		extmap_fail_alloc_after((unsigned)g_rand_int_range(t->r, 1, 5));
-	r = extmap_write(&t->m, off, d, len,
-			 coalesce[g_rand_int_range(t->r, 0, G_N_ELEMENTS(coalesce))]);
+	if (t->file && g_rand_boolean(t->r)) {
+		t->fend += g_rand_int_range(t->r, 0, 100); /* a record's header */
+		ck_rnd(t, pwrite(t->file->fd, d, len, t->fend) == (ssize_t)len, "pwrite: %m");
+		r = extmap_write_file(&t->m, off, len, t->file, t->fend);
+		t->fend += (off_t)len;
+	} else {
+		r = extmap_write(&t->m, off, d, len,
+				 coalesce[g_rand_int_range(t->r, 0, G_N_ELEMENTS(coalesce))]);
+	}
 	extmap_fail_alloc_after(0);
 	ck_rnd(t, r == 0 || r == -ENOMEM, "write returned %d", r);
 	if (r < 0)
@@ -1084,6 +1100,8 @@ static void rnd_truncate(struct rnd *t)
 static void rnd_take(struct rnd *t)
 {
 	struct iovec iov[8];
+	struct ext_src src[8];
+	uint8_t back[20000];
 	off_t from = g_rand_int_range(t->r, 0, MODEL_SIZE + 1), off = -1;
 	size_t max = (size_t)g_rand_int_range(t->r, 1, 20000), len, sum = 0;
 	int niov_max = g_rand_int_range(t->r, 1, 9), niov;
@@ -1094,7 +1112,7 @@ static void rnd_take(struct rnd *t)
 		return;
 	for (int i = 0; i < MODEL_SIZE; i++)
 		any_queued |= t->md->present[i] && !t->md->owner[i];
-	len = extmap_take(&t->m, from, max, id, iov, niov_max, &niov, &off);
+	len = extmap_take_src(&t->m, from, max, id, iov, src, niov_max, &niov, &off);
 	ck_rnd(t, (len > 0) == any_queued, "take returned %zu, model has queued data: %d",
 	       len, any_queued);
 	if (!len)
@@ -1103,6 +1121,16 @@ static void rnd_take(struct rnd *t)
 	       "take %zu of max %zu, niov %d", len, max, niov);
 	for (int k = 0; k < niov; k++) {
 		const uint8_t *p = iov[k].iov_base;
+
+		ck_rnd(t, !p == !!src[k].file, "piece %d: iov_base %p, file %p", k, (void *)p,
+		       (void *)src[k].file);
+		if (src[k].file) {
+			ck_rnd(t, iov[k].iov_len <= sizeof(back), "piece %d: %zu bytes", k,
+			       iov[k].iov_len);
+			ck_rnd(t, pread(src[k].file->fd, back, iov[k].iov_len, src[k].off) ==
+				      (ssize_t)iov[k].iov_len, "pread: %m");
+			p = back;
+		}
 		for (size_t i = 0; i < iov[k].iov_len; i++) {
 			off_t pos = off + (off_t)(sum + i);
 			ck_rnd(t,
@@ -1164,6 +1192,13 @@ START_TEST(test_random_against_model)
 	for (int i = 0; i < MODEL_SIZE; i++)
 		t.md->medium[i] = (uint8_t)g_rand_int(t.r);
 	extmap_init(&t.m, &t.total);
+	if (_i >= 2) {
+		FILE *tf = tmpfile();
+
+		ck_assert_ptr_nonnull(tf);
+		t.file = ext_file_new(dup(fileno(tf)));
+		fclose(tf);
+	}
 	for (t.op = 0; t.op < scaled(MODEL_OPS); t.op++) {
 		int dice = g_rand_int_range(t.r, 0, 100);
 
@@ -1184,6 +1219,10 @@ START_TEST(test_random_against_model)
 	extmap_truncate(&t.m, 0);
 	ck_assert_uint_eq(t.total, 0); /* nothing queued, nothing held */
 	extmap_clear(&t.m);
+	if (t.file) {
+		ck_assert_uint_eq(t.file->refs, 1); /* the map kept no reference */
+		ext_file_unref(t.file);
+	}
 	g_free(t.md);
 	g_rand_free(t.r);
 }
@@ -1475,7 +1514,7 @@ static Suite *extents_suite(void)
 	suite_add_tcase(s, mem);
 
 	tcase_set_timeout(rnd, 60);
-	tcase_add_loop_test(rnd, test_random_against_model, 0, 3);
+	tcase_add_loop_test(rnd, test_random_against_model, 0, 4);
 	suite_add_tcase(s, rnd);
 	suite_add_tcase(s, count_tcase());
 	return s;
