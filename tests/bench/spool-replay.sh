@@ -3,7 +3,7 @@
 # the daemon killed with kill -9 the moment the copy returns, and the next
 # mount's replay.
 #
-# usage: spool-replay.sh [--quick] [--runs N] [--mb N] [--wbps BYTES]
+# usage: spool-replay.sh [--quick] [--runs N] [--mb N] [--wbps BYTES] [--queue SIZE]
 #
 # The medium is an ext2 image on a direct-I/O loop device throttled by the
 # root cgroup-v1 blkio throttle (tests/lib/media.sh) to --wbps bytes/s of
@@ -13,10 +13,11 @@
 #      throughput, for the ratio);
 #   2. dd of MB MiB into a mount without spool= (queue= MB+16 MiB): the
 #      writer's throughput with the queue alone; then the same into a mount
-#      with spool= (queue= MB+16 MiB, so the whole copy is
-#      acknowledged at memory speed and the spool holds all of it), then at
-#      once kill -9 of the daemon and a lazy unmount: the writer's throughput,
-#      and what the spool holds;
+#      with spool= and queue= --queue (64M, the default: past 7/8 of it the
+#      writes are kept in the journal alone, so the whole copy is
+#      acknowledged at the spool disk's pace and the spool holds all of it),
+#      then at once kill -9 of the daemon and a lazy unmount: the writer's
+#      throughput, and what the spool holds;
 #   3. the daemon started again: the time until the mount is there (the
 #      replay puts the spool on the medium first), then the time until a
 #      drain through slowmediactl returns; the file is compared with the
@@ -32,7 +33,7 @@ top=$(cd "$here/../.." && pwd)
 : "${SLOWMEDIA_BUILD:=$top/build}"
 slowmedia=$SLOWMEDIA_BUILD/fusefs/slowmedia
 ctl=$SLOWMEDIA_BUILD/mount-helpers/slowmediactl
-runs=3 mb=256 wbps=8000000
+runs=3 mb=256 wbps=8000000 queue=64M
 orig_args=("$@")
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -40,7 +41,8 @@ while [ $# -gt 0 ]; do
 	--runs) runs=$2; shift ;;
 	--mb) mb=$2; shift ;;
 	--wbps) wbps=$2; shift ;;
-	*) echo "usage: $0 [--quick] [--runs N] [--mb N] [--wbps BYTES]" >&2; exit 2 ;;
+	--queue) queue=$2; shift ;;
+	*) echo "usage: $0 [--quick] [--runs N] [--mb N] [--wbps BYTES] [--queue SIZE]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -92,7 +94,7 @@ for ((r = 1; r <= runs; r++)); do
 	rm -f "$W/fastcopy"
 	copy_and_kill "queue=$((mb + 16))M,arbiter=off" nospool /dev/null
 	nospool+=("$MBPS")
-	copy_and_kill "spool=$W/spool,queue=$((mb + 16))M,arbiter=off" copy "$W/log.$r.1"
+	copy_and_kill "spool=$W/spool,queue=$queue,arbiter=off" copy "$W/log.$r.1"
 	wr+=("$MBPS")
 	p=$(du -sb "$W/spool" | awk '{print $1}')
 	pending+=("$(echo "$p / 1048576" | bc -l)")
@@ -111,12 +113,12 @@ for ((r = 1; r <= runs; r++)); do
 	grep 'spool replay:' "$W/log.$r.2" | sed "s/^/# run $r: /"
 	media_loop_down med
 done
-printf '\n## spool: kill -9 after a %d MiB copy to a %d MB/s medium, then the replay (%d runs)\n\n' \
-	"$mb" $((wbps / 1000000)) "$runs"
+printf '\n## spool: kill -9 after a %d MiB copy to a %d MB/s medium (spool mount: queue=%s), then the replay (%d runs)\n\n' \
+	"$mb" $((wbps / 1000000)) "$queue" "$runs"
 echo "| figure | median [min-max] |"
 echo "| --- | --- |"
 echo "| fast disk write (dd conv=fsync), MB/s | $(printf '%s\n' "${fast[@]}" | med) |"
-echo "| writer through slowmedia without spool, MB/s | $(printf '%s\n' "${nospool[@]}" | med) |"
+echo "| writer through slowmedia without spool (queue= $((mb + 16))M), MB/s | $(printf '%s\n' "${nospool[@]}" | med) |"
 echo "| writer through slowmedia with spool=, MB/s | $(printf '%s\n' "${wr[@]}" | med) |"
 echo "| with spool / without | $(for i in "${!wr[@]}"; do echo "${wr[$i]} / ${nospool[$i]}" | bc -l; done | med) |"
 echo "| writer / fast disk | $(for i in "${!wr[@]}"; do echo "${wr[$i]} / ${fast[$i]}" | bc -l; done | med) |"
