@@ -418,7 +418,7 @@ static void human_spool(GString *o, const struct ctl_msg *s)
 			       get_u(s, "spool_segments") == 1 ? "" : "s");
 	if (get_u(s, "spool_journal_only")) {
 		g_autofree char *jo = ctlc_fmt_size(get_u(s, "spool_journal_only"));
-		g_string_append_printf(o, "; %s queued there alone (memory full)", jo);
+		g_string_append_printf(o, "; %s of the queue kept there alone", jo);
 	}
 	if (get_u(s, "spool_replayed_records"))
 		g_string_append_printf(o, "; replayed %" G_GUINT64_FORMAT " records (%s) at mount",

@@ -547,13 +547,10 @@ int extmap_write_file(struct extmap *m, off_t off, size_t len, struct ext_file *
 	return 0;
 }
 
-/* Read n bytes of a file-kept piece: 0 or -errno (-EIO for a short file). */
-static int file_read(const struct ext_buf *b, size_t boff, char *dst, size_t n)
+int ext_file_read(const struct ext_file *f, off_t at, char *dst, size_t n)
 {
-	off_t at = b->foff + (off_t)boff;
-
 	while (n) {
-		ssize_t r = pread(b->file->fd, dst, n, at);
+		ssize_t r = pread(f->fd, dst, n, at);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -594,7 +591,8 @@ int extmap_overlay(const struct extmap *m, off_t off, char *buf, size_t len)
 		if (!e->buf->file)
 			memcpy(buf + (s - off), e->buf->data + boff, (size_t)(t - s));
 		else if (!err)
-			err = file_read(e->buf, boff, buf + (s - off), (size_t)(t - s));
+			err = ext_file_read(e->buf->file, e->buf->foff + (off_t)boff,
+					    buf + (s - off), (size_t)(t - s));
 	}
 	return err;
 }

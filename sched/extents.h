@@ -20,6 +20,8 @@ struct ext_file {
 struct ext_file *ext_file_new(int fd);
 struct ext_file *ext_file_ref(struct ext_file *f);
 void ext_file_unref(struct ext_file *f); /* NULL is fine */
+/* Read n bytes at at: 0, or -errno (-EIO when the file ends before). */
+int ext_file_read(const struct ext_file *f, off_t at, char *dst, size_t n);
 
 /* Data buffer shared by the pieces an extent was split into. */
 struct ext_buf {

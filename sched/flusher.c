@@ -167,11 +167,18 @@ static void flush_truncate(struct wq *q, struct wq_file *f)
 	}
 }
 
+/* A flusher's buffer for chunks read back from the spool, kept from one
+ * chunk to the next (fresh memory costs a page fault per page). */
+struct bounce {
+	char *buf;
+	size_t cap;
+};
+
 /* Unlocked: a chunk with pieces kept in the spool's journal is read back
- * into one aligned buffer (*bounce, the caller frees it), which iov then
- * points at alone. 0, or -errno of the read. */
+ * into the flusher's aligned buffer b, which iov then points at alone. 0,
+ * or -errno of the read. */
 static int gather_chunk(struct iovec *iov, const struct ext_src *src, int *niov, size_t len,
-			char **bounce)
+			struct bounce *b)
 {
 	size_t at = 0;
 	int i;
@@ -180,42 +187,37 @@ static int gather_chunk(struct iovec *iov, const struct ext_src *src, int *niov,
 		;
 	if (i == *niov)
 		return 0;
-	if (posix_memalign((void **)bounce, EXT_BUF_ALIGN, MAX(len, 1)) != 0) {
-		*bounce = NULL;
-		return -ENOMEM;
+	if (b->cap < len) {
+		free(b->buf);
+		b->cap = 0;
+		if (posix_memalign((void **)&b->buf, EXT_BUF_ALIGN, len) != 0) {
+			b->buf = NULL;
+			return -ENOMEM;
+		}
+		b->cap = len;
 	}
 	for (i = 0; i < *niov; i++) {
-		char *dst = *bounce + at;
-		size_t n = iov[i].iov_len;
-		off_t pos = src[i].off;
+		int r = 0;
 
-		if (!src[i].file)
-			memcpy(dst, iov[i].iov_base, n);
-		while (src[i].file && n) {
-			ssize_t r = pread(src[i].file->fd, dst, n, pos);
-
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return r < 0 ? -errno : -EIO;
-			dst += r;
-			pos += r;
-			n -= (size_t)r;
-		}
+		if (src[i].file)
+			r = ext_file_read(src[i].file, src[i].off, b->buf + at, iov[i].iov_len);
+		else
+			memcpy(b->buf + at, iov[i].iov_base, iov[i].iov_len);
+		if (r < 0)
+			return r;
 		at += iov[i].iov_len;
 	}
-	iov[0] = (struct iovec){.iov_base = *bounce, .iov_len = len};
+	iov[0] = (struct iovec){.iov_base = b->buf, .iov_len = len};
 	*niov = 1;
 	return 0;
 }
 
 /* Called with the lock held; drops and retakes it around the I/O. Returns
  * the bytes written (0: none, or it failed). */
-static size_t flush_chunk(struct wq *q, struct wq_file *f)
+static size_t flush_chunk(struct wq *q, struct wq_file *f, struct bounce *bounce)
 {
 	struct iovec iov[CHUNK_IOV_MAX];
 	struct ext_src src[CHUNK_IOV_MAX];
-	g_autofree char *bounce = NULL;
 	bool spool_err;
 	unsigned id = ++q->next_flight ? q->next_flight : ++q->next_flight;
 	bool seeks;
@@ -247,7 +249,7 @@ static size_t flush_chunk(struct wq *q, struct wq_file *f)
 	}
 	pthread_mutex_unlock(&q->lock);
 	/* The spool's disk is fast: read back before the chunk's time starts. */
-	r = gather_chunk(iov, src, &niov, len, &bounce);
+	r = gather_chunk(iov, src, &niov, len, bounce);
 	spool_err = r < 0;
 	t0 = now_ns();
 	if (r == 0)
@@ -427,6 +429,7 @@ static int64_t gate_hold_ns(struct wq *q, const struct wq_file *f, int64_t now)
 static void *flusher_main(void *arg)
 {
 	struct wq *q = arg;
+	struct bounce bounce = {0};
 	sigset_t all;
 
 	sigfillset(&all);
@@ -466,7 +469,7 @@ static void *flusher_main(void *arg)
 			flush_truncate(q, f);
 			arb_release(q, 0);
 		} else {
-			arb_release(q, flush_chunk(q, f));
+			arb_release(q, flush_chunk(q, f, &bounce));
 		}
 		wqf_clean(q, f);
 		pthread_cond_broadcast(&q->done);
@@ -488,6 +491,7 @@ static void *flusher_main(void *arg)
 		pthread_mutex_lock(&q->lock);
 	}
 	pthread_mutex_unlock(&q->lock);
+	free(bounce.buf);
 	return NULL;
 }
 

@@ -21,11 +21,12 @@
  * refuses truncates, as it refuses writes: a truncate that failed is never
  * applied later.
  *
- * Beyond queue=, with a spool. Data takes at most 7/8 of queue= in memory
- * (mem_room); a write that finds that full is journaled first and queued as
- * its place in the spool (extmap_write_file: an extent of ~200 bytes, in
- * the last eighth), so writers wait at spool_max, not at queue=, and memory
- * stays within queue=. Reads pread such pieces; the flushers read them back
+ * Beyond queue=, with a spool. Writes of SPOOL_JOURNAL_MIN or more, and
+ * smaller ones once they fill 7/8 of queue= (mem_room), are journaled first
+ * and queued as their place in the spool (extmap_write_file: an extent of
+ * ~200 bytes, in the last eighth of queue=), so writers wait at spool_max,
+ * not at queue=, and memory stays within queue=. Small writes are gathered
+ * in memory (an extent per 4 KiB write would cost 5% of its bytes). Reads pread such pieces; the flushers read them back
  * (flusher.c: gather_chunk). A file found unlinked (f->sgone) is not
  * journaled: its writes stay in memory.
  *
@@ -645,6 +646,16 @@ static bool mem_room(const struct wq *q, const struct wq_file *f, size_t len)
 			   f->map.mem, cost);
 }
 
+/* Called with the lock held: whether a write of len bytes to f is queued
+ * as its place in the spool's journal, not copied into memory: with a
+ * spool, a write of SPOOL_JOURNAL_MIN bytes or more (the journal has its
+ * bytes anyway: a copy would only cost the writer time, page faults on
+ * fresh memory), or one that memory has no room for. */
+static bool journal_only(const struct wq *q, const struct wq_file *f, size_t len)
+{
+	return spooled(q, f) && (len >= SPOOL_JOURNAL_MIN || !mem_room(q, f, len));
+}
+
 /* Called with the lock held: whether len more bytes of f fit in the queue now. */
 static bool room_for(const struct wq *q, const struct wq_file *f, size_t len)
 {
@@ -653,11 +664,10 @@ static bool room_for(const struct wq *q, const struct wq_file *f, size_t len)
 	/* The spool holds spool_max: room comes with the next metadata flush. */
 	if (q->sq && q->dirty.length && sq_full(q))
 		return false;
-	if (mem_room(q, f, len))
-		return true;
-	/* Memory is full: with a spool, the write stays in the journal alone,
-	 * and what it costs here is its extent. */
-	return spooled(q, f) && q->mem + EXT_FILE_WRITE_COST <= q->opts.queue_bytes;
+	/* Kept in the journal alone, a write costs its extent here. */
+	if (journal_only(q, f, len))
+		return q->mem + EXT_FILE_WRITE_COST <= q->opts.queue_bytes;
+	return mem_room(q, f, len);
 }
 
 /* Called with the lock held: block while the queue is full (backpressure).
@@ -726,9 +736,8 @@ static void note_full(struct wq *q, struct wq_file *f, int fd, ssize_t r, size_t
 }
 
 /* Called with the lock held: put the write in f's extent map, and in the
- * spool's journal. In memory while there is room; else (room_for said the
- * spool takes it) journaled first and queued as the place it has there,
- * read back to be flushed. 0, or -errno (nothing queued). *jerr: 0, or the
+ * spool's journal. In memory, or (journal_only) journaled first and queued
+ * as the place it has there, read back to be flushed. 0, or -errno (nothing queued). *jerr: 0, or the
  * spool's error for a write it refused after the queue took it (the data
  * lands all the same, and the writer hears it: the spool's disk is full or
  * failing). */
@@ -739,7 +748,7 @@ static int queue_data(struct wq *q, struct wq_file *f, int fd, const void *data,
 	off_t foff = 0;
 	int r;
 
-	if (!spooled(q, f) || mem_room(q, f, len)) {
+	if (!journal_only(q, f, len)) {
 		r = extmap_write_counted(&f->map, off, data, len, CHUNK_MAX_BYTES);
 		if (r < 0)
 			return r;

@@ -132,7 +132,7 @@ struct wq_spool_stats {
 	unsigned segments, held, set_aside;
 	int err;
 	uint64_t replayed_records, replayed_bytes;
-	uint64_t journal_only; /* queued bytes kept in the journal alone (memory full) */
+	uint64_t journal_only; /* queued bytes kept in the journal alone, not in memory */
 	char medium[257];
 	char dir[4096];
 };

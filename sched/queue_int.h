@@ -282,8 +282,11 @@ int wq_wait_all_flushed(struct wq *q);
 #define SPOOL_MAX_DEFAULT (4ull << 30)
 /* With a spool, 1/SPOOL_NODE_SHARE of queue= is kept for the extents of
  * writes held in the journal alone (EXT_FILE_WRITE_COST each): queue=64M
- * leaves 8 MiB, some 40,000 writes, 5 GiB of them at 128 KiB. */
+ * leaves 8 MiB, some 40,000 writes, 40 GiB of them at 1 MiB. */
 #define SPOOL_NODE_SHARE 8
+/* With a spool, writes of this many bytes or more are queued as their place
+ * in the journal at once (queue.c: journal_only). */
+#define SPOOL_JOURNAL_MIN (64u << 10)
 /* Unlocked, before wq_start: check DIR, identify the medium, open its spool
  * and replay what an earlier run left. -errno with why (nothing mounted). */
 int sq_open(struct wq *q, const struct sched_opts *o, char *why, size_t why_n);

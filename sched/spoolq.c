@@ -95,8 +95,6 @@ struct sgen {
 struct spoolq {
 	struct spool *sp;
 	char *dir;
-	char *root;	   /* the lower root's absolute path */
-	size_t root_len;
 	uint64_t max_bytes; /* spool_max */
 	unsigned sync_ms;
 	GHashTable *done;  /* key -> seq (as pointers): on the lower, not yet synced */
@@ -634,8 +632,6 @@ int sq_open(struct wq *q, const struct sched_opts *o, char *why, size_t why_n)
 		return r;
 	sq = g_new0(struct spoolq, 1);
 	sq->dir = g_strdup(o->spool_dir);
-	sq->root = g_strdup(root);
-	sq->root_len = strcmp(root, "/") == 0 ? 0 : strlen(root);
 	sq->sync_ms = o->spool_sync_ms;
 	sq->max_bytes = fit_max(sq->dir, o->spool_max_bytes ? o->spool_max_bytes
 							    : SPOOL_MAX_DEFAULT);
@@ -665,7 +661,6 @@ fail:
 	g_hash_table_destroy(sq->done);
 	g_hash_table_destroy(sq->paths);
 	g_free(sq->dir);
-	g_free(sq->root);
 	g_free(sq);
 	return r < 0 ? r : -EINVAL;
 }
@@ -698,9 +693,23 @@ void sq_close(struct wq *q)
 	g_hash_table_destroy(sq->done);
 	g_hash_table_destroy(sq->paths);
 	g_free(sq->dir);
-	g_free(sq->root);
 	g_free(sq);
 	q->sq = NULL;
+}
+
+/* The part of an absolute lower path below the lower root (no leading
+ * '/'), or NULL when it is not below it ("/lowerX/f" is not below "/lower"). */
+static const char *below_root(const struct wq *q, const char *abs)
+{
+	const char *root = q->root_path;
+	size_t n;
+
+	if (!root || !abs)
+		return NULL;
+	n = strcmp(root, "/") == 0 ? 0 : strlen(root);
+	if (strncmp(abs, root, n) != 0 || abs[n] != '/' || !abs[n + 1])
+		return NULL;
+	return abs + n + 1;
 }
 
 /* Called with the lock held: the path of f below the lower root, refreshed
@@ -708,7 +717,7 @@ void sq_close(struct wq *q)
 static const char *file_path(struct wq *q, struct wq_file *f, int fd, bool *gone)
 {
 	g_autofree char *abs = NULL;
-	struct spoolq *sq = q->sq;
+	const char *rel;
 	struct stat st;
 
 	*gone = false;
@@ -722,9 +731,9 @@ static const char *file_path(struct wq *q, struct wq_file *f, int fd, bool *gone
 		*gone = fstat(fd, &st) == 0 && st.st_nlink == 0;
 		return *gone ? NULL : f->spath;
 	}
-	if (abs && strncmp(abs, sq->root, sq->root_len) == 0 && abs[sq->root_len] == '/') {
+	if ((rel = below_root(q, abs))) {
 		g_free(f->spath);
-		f->spath = g_strdup(abs + sq->root_len + 1);
+		f->spath = g_strdup(rel);
 	}
 	return f->spath;
 }
@@ -732,13 +741,10 @@ static const char *file_path(struct wq *q, struct wq_file *f, int fd, bool *gone
 const char *sq_rel_path(struct wq *q, struct wq_file *f, char *buf, size_t size)
 {
 	g_autofree char *abs = f->fd >= 0 ? wq_fd_path(f->fd) : NULL;
-	size_t n = q->root_path ? strlen(q->root_path) : 0;
+	const char *rel = below_root(q, abs);
 
-	if (q->root_path && strcmp(q->root_path, "/") == 0)
-		n = 0;
-	if (abs && q->root_path && strncmp(abs, q->root_path, n) == 0 && abs[n] == '/' &&
-	    !g_str_has_suffix(abs, " (deleted)")) {
-		g_strlcpy(buf, abs + n + 1, size);
+	if (rel && !g_str_has_suffix(abs, " (deleted)")) {
+		g_strlcpy(buf, rel, size);
 		return buf;
 	}
 	if (f->spath && strcmp(f->spath, SQ_NO_NAME) != 0) {
@@ -1011,12 +1017,9 @@ void sq_note_rename(struct wq *q, const char *from_abs, const char *to_abs)
 	gpointer k, v;
 	size_t n;
 
-	if (!sq || strncmp(from_abs, sq->root, sq->root_len) ||
-	    (to_abs && strncmp(to_abs, sq->root, sq->root_len)))
+	if (!sq || !(from_abs = below_root(q, from_abs)) ||
+	    (to_abs && !(to_abs = below_root(q, to_abs))))
 		return;
-	from_abs += sq->root_len + (from_abs[sq->root_len] == '/');
-	if (to_abs)
-		to_abs += sq->root_len + (to_abs[sq->root_len] == '/');
 	n = strlen(from_abs);
 	hit = g_ptr_array_new_with_free_func(g_free);
 	pthread_mutex_lock(&q->lock);

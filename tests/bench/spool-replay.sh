@@ -46,29 +46,9 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-[ "$(id -u)" = 0 ] || { echo "SKIP: root only"; exit 77; }
-[ -c /dev/fuse ] || { echo "SKIP: no /dev/fuse"; exit 77; }
-if [ ! -x "$slowmedia" ] || [ ! -x "$ctl" ]; then
-	echo "# no build in $SLOWMEDIA_BUILD: building it first (tests/build.sh)"
-	bash "$top/tests/build.sh" || exit 1
-fi
-if [ -z "${SPOOL_BENCH_NS:-}" ]; then
-	SPOOL_BENCH_NS=1 exec unshare -m --propagation private bash "$0" "${orig_args[@]}"
-fi
-# shellcheck source=../lib/media.sh
-. "$top/tests/lib/media.sh"
-media_install_traps
-export SLOWMEDIA_CTL_DIR=$MEDIA_STATE/ctl
-W=$MEDIA_STATE
-mkdir -p "$W/mnt" "$W/spool" "$W/rescue"
-chmod 700 "$W/spool"
-pid=
-media_on_exit daemon 'if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null; fi; umount -l "$W/mnt" 2>/dev/null; true'
-head -c $((mb << 20)) /dev/urandom >"$W/src"
-
-is_mounted() { awk -v m="$1" '$2 == m {f = 1} END {exit !f}' /proc/mounts; }
-now() { date +%s.%N; }
-med() { sort -g | awk '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.2f [%.2f-%.2f]", m, a[1], a[NR]}'; }
+# shellcheck source=spool-lib.sh
+. "$here/spool-lib.sh"
+spool_bench_init "$0" "${orig_args[@]}"
 
 # copy_and_kill OPTS NAME LOG: mount with OPTS, copy the source to NAME,
 # kill -9 the daemon at once and detach its mount; the writer's MB/s in
@@ -88,10 +68,8 @@ declare -a fast wr nospool mount_s drain_s pending pace
 for ((r = 1; r <= runs; r++)); do
 	media_loop_up med 2048 ext2 "$W/lower" >/dev/null || exit 1
 	media_throttle med "$wbps" $((wbps * 2)) || exit 1
-	rm -rf "${W:?}/spool"/* "$W/fastcopy"
-	t0=$(now); dd if="$W/src" of="$W/fastcopy" bs=1M conv=fsync status=none; t1=$(now)
-	fast+=("$(echo "$mb / ($t1 - $t0)" | bc -l)")
-	rm -f "$W/fastcopy"
+	rm -rf "${W:?}/spool"/*
+	fast+=("$(fast_disk_mbps)")
 	copy_and_kill "queue=$((mb + 16))M,arbiter=off" nospool /dev/null
 	nospool+=("$MBPS")
 	copy_and_kill "spool=$W/spool,queue=$queue,arbiter=off" copy "$W/log.$r.1"

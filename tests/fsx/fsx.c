@@ -270,6 +270,7 @@ static bool run_plain(struct fsx *x, GArray *replay)
 
 static bool run_config(struct fsx *x, unsigned idx, const char *config, GArray *replay)
 {
+	g_autofree char *with = NULL;
 	bool ok;
 
 	x->config = config;
@@ -293,26 +294,22 @@ static bool run_config(struct fsx *x, unsigned idx, const char *config, GArray *
 		g_strlcpy(x->lower, x->plain_lower ? x->plain_lower : "",
 			  sizeof(x->lower));
 		ok = run_plain(x, replay);
-	} else if (x->spool_root) {
-		g_autofree char *with = g_strdup_printf("%s%sspool=%s/c%u,rescue=%s/rescue-c%u",
-							 config, config[0] ? "," : "",
-							 x->spool_root, idx, x->spool_root, idx);
-		x->config = with;
-		ok = make_dirs(x, idx) && run_managed(x, replay);
-		if (!ok || x->nfail)
-			fsx_failed(x);
-		x->config = config;
-		if (!ok || x->nfail)
-			return false;
 	} else {
+		if (x->spool_root) {
+			with = g_strdup_printf("%s%sspool=%s/c%u,rescue=%s/rescue-c%u", config,
+					       config[0] ? "," : "", x->spool_root, idx,
+					       x->spool_root, idx);
+			x->config = with; /* a failure names the whole of it */
+		}
 		ok = make_dirs(x, idx) && run_managed(x, replay);
 	}
-	if (ok && !x->nfail) {
+	ok = ok && !x->nfail;
+	if (ok)
 		printf("# config %u '%s': passed\n", idx, config);
-		return true;
-	}
-	fsx_failed(x);
-	return false;
+	else
+		fsx_failed(x);
+	x->config = config;
+	return ok;
 }
 
 /* ---- main ---- */
