@@ -90,6 +90,21 @@ int creds_enter(fuse_req_t req, struct sm_creds *saved)
 	return 0;
 }
 
+bool creds_in_group(fuse_req_t req, gid_t gid)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[CREDS_MAX_GROUPS];
+	int n;
+
+	if (ctx->gid == gid)
+		return true;
+	n = caller_groups(ctx->pid, groups, CREDS_MAX_GROUPS);
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
 /* Called once per worker thread before its first umask(). */
 static int thread_private_umask(void)
 {
