@@ -99,8 +99,10 @@ void sm_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 	char path[PROC_FD_PATH_MAX];
 	int r = inode_path_get(fs, inode, path);
 
+	/* Before and after: a lookup of its absence that began before the set
+	 * landed must not be remembered. */
 	if (is_caps(name))
-		caps_changed(inode); /* before: a getxattr racing with it asks the lower */
+		caps_changed(inode);
 	if (r == 0) {
 		if (strcmp(name, XATTR_NAME_POSIX_ACL_ACCESS) == 0)
 			r = set_acl_as_caller(req, path, name, value, size, flags);
@@ -108,6 +110,8 @@ void sm_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 			r = neg_errno(setxattr(path, name, value, size, flags));
 		inode_fd_put(fs, inode);
 	}
+	if (is_caps(name))
+		caps_changed(inode);
 	fuse_reply_err(req, -r);
 }
 
