@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -103,6 +104,19 @@ bool creds_in_group(fuse_req_t req, gid_t gid)
 		if (groups[i] == gid)
 			return true;
 	return false;
+}
+
+bool creds_has_fsetid(fuse_req_t req)
+{
+	pid_t tid = fuse_req_ctx(req)->pid;
+	g_autofree char *path = g_strdup_printf("/proc/%d/task/%d/status", (int)tid, (int)tid);
+	g_autofree char *status = NULL;
+	const char *s;
+
+	if (!g_file_get_contents(path, &status, NULL, NULL))
+		return false; /* gone: no privilege assumed */
+	s = strstr(status, "\nCapEff:");
+	return s && (strtoull(s + strlen("\nCapEff:"), NULL, 16) >> CAP_FSETID) & 1;
 }
 
 /* Called once per worker thread before its first umask(). */

@@ -134,6 +134,11 @@ static ssize_t devio_writev(int fd, struct iovec *iov, int count, void *userdata
 	return writev(fd, iov, count);
 }
 
+bool devio_killpriv_v2_on(struct slowmedia *fs)
+{
+	return __atomic_load_n(&fs->kpv2.state, __ATOMIC_ACQUIRE) == KPV2_ON;
+}
+
 bool devio_want_killpriv_v2(struct slowmedia *fs)
 {
 	if (!fs->kpv2.offered)

@@ -159,6 +159,8 @@ int creds_enter_create(fuse_req_t req, struct sm_creds *saved);
 void creds_leave(struct sm_creds *saved);
 /* Whether the caller is in group gid (its own, or a supplementary one). */
 bool creds_in_group(fuse_req_t req, gid_t gid);
+/* Whether the caller holds CAP_FSETID (its effective set, from /proc). */
+bool creds_has_fsetid(fuse_req_t req);
 
 /* devio.c: our reads and writes of /dev/fuse, for FUSE_HANDLE_KILLPRIV_V2. */
 int devio_install(struct fuse_session *se, struct slowmedia *fs);
@@ -167,6 +169,8 @@ bool devio_want_killpriv_v2(struct slowmedia *fs);
 /* The request this thread serves asks to kill suid and sgid (a WRITE,
  * SETATTR or OPEN by a caller without CAP_FSETID). */
 bool devio_req_kill_suidgid(void);
+/* Whether the kernel left the kills to us. */
+bool devio_killpriv_v2_on(struct slowmedia *fs);
 
 /* killpriv.c: what the Linux VFS kills on write, truncate and chown, killed on
  * the lower before the request is answered (the queue writes it later). */

@@ -314,8 +314,19 @@ void sm_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_fh *fh = fh_of(fi);
 	struct wq_file *wqf = inode_wqf(fh->inode);
+	bool kill;
 	int r = 0;
 
+	/* The kernel kills privileges before a fallocate too (file_modified),
+	 * but sends no kill flag with it: a setuid or setgid file asks whether
+	 * the caller could keep them. */
+	kill = devio_killpriv_v2_on(fs) && __atomic_load_n(&fh->inode->sxid, __ATOMIC_RELAXED) &&
+	       !creds_has_fsetid(req);
+	r = killpriv(req, fh->inode, fh->fd, -1, kill);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	/* Writes made before must be on the lower first; collapse and insert
 	 * move the file's bytes, so nothing may stay queued at all. */
 	if (wqf)

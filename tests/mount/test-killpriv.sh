@@ -82,6 +82,10 @@ kills "nobody's open(O_TRUNC) clears them" \
 	'echo x >$f; chmod 6777 $f' $NOBODY ': >$f' "-rwxrwxrwx -"
 kills "nobody's write to a file of its own clears them" \
 	"echo x >\$f; chown $NOBODY:$NOBODY \$f; chmod 6755 \$f" $NOBODY 'echo y >>$f' "-rwxr-xr-x -"
+kills "nobody's fallocate clears them" \
+	'echo x >$f; chmod 6777 $f' $NOBODY 'fallocate -l 8192 $f' "-rwxrwxrwx -"
+kills "root's fallocate keeps them" \
+	'echo x >$f; chmod 6777 $f' 0 'fallocate -l 8192 $f' "-rwsrwsrwx -"
 kills "root's chown clears setuid and setgid (group exec)" \
 	'echo x >$f; chmod 6755 $f' 0 "chown $NOBODY \$f" "-rwxr-xr-x -"
 kills "root's write removes the capabilities" \
