@@ -147,10 +147,16 @@ bool devio_want_killpriv_v2(struct slowmedia *fs)
 	return true;
 }
 
+void devio_hooks(struct fuse_custom_io *io)
+{
+	*io = (struct fuse_custom_io){.read = devio_read, .writev = devio_writev};
+}
+
 int devio_install(struct fuse_session *se, struct slowmedia *fs)
 {
-	const struct fuse_custom_io io = {.read = devio_read, .writev = devio_writev};
+	struct fuse_custom_io io;
 
 	(void)fs; /* the hooks get it as the session's userdata */
+	devio_hooks(&io);
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }

@@ -164,6 +164,8 @@ bool creds_has_fsetid(fuse_req_t req);
 
 /* devio.c: our reads and writes of /dev/fuse, for FUSE_HANDLE_KILLPRIV_V2. */
 int devio_install(struct fuse_session *se, struct slowmedia *fs);
+/* The hooks devio_install installs (for the unit test). */
+void devio_hooks(struct fuse_custom_io *io);
 /* From sm_init: whether the kernel offered it; if so the INIT reply takes it. */
 bool devio_want_killpriv_v2(struct slowmedia *fs);
 /* The request this thread serves asks to kill suid and sgid (a WRITE,
