@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -88,6 +89,34 @@ int creds_enter(fuse_req_t req, struct sm_creds *saved)
 	setfsuid(ctx->uid);
 	saved->switched = true;
 	return 0;
+}
+
+bool creds_in_group(fuse_req_t req, gid_t gid)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[CREDS_MAX_GROUPS];
+	int n;
+
+	if (ctx->gid == gid)
+		return true;
+	n = caller_groups(ctx->pid, groups, CREDS_MAX_GROUPS);
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+bool creds_has_fsetid(fuse_req_t req)
+{
+	pid_t tid = fuse_req_ctx(req)->pid;
+	g_autofree char *path = g_strdup_printf("/proc/%d/task/%d/status", (int)tid, (int)tid);
+	g_autofree char *status = NULL;
+	const char *s;
+
+	if (!g_file_get_contents(path, &status, NULL, NULL))
+		return false; /* gone: no privilege assumed */
+	s = strstr(status, "\nCapEff:");
+	return s && (strtoull(s + strlen("\nCapEff:"), NULL, 16) >> CAP_FSETID) & 1;
 }
 
 /* Called once per worker thread before its first umask(). */

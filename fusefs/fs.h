@@ -53,7 +53,9 @@ struct sm_inode {
 	unsigned fd_users; /* callers between inode_fd_get/put; under fs->ino_lock */
 	GList lru;	  /* link in fs->fd_lru while SM_FD_CACHED; under ino_lock */
 	unsigned nopen;	  /* open file handles; atomic */
-	bool no_caps;	  /* security.capability known absent; atomic (ops_xattr.c) */
+	uint32_t caps;	  /* CAPS_ABSENT: security.capability known absent; above
+			   * it a count of sets. atomic (killpriv.c) */
+	bool sxid;	  /* S_ISUID or S_ISGID when last seen; atomic (killpriv.c) */
 	struct wq_file *wqf; /* write queue state; set once under the queue's lock */
 };
 
@@ -92,6 +94,11 @@ struct slowmedia {
 	struct wq *wq; /* the write-behind queue; immutable once serving */
 	struct sm_control *ctl; /* control socket and busy hold (control.c); NULL: none */
 	uint64_t read_bytes;	/* asked for by reads (all of it, also past EOF); atomic */
+	struct {
+		uint64_t init_unique; /* of the INIT request; set before sm_init runs */
+		bool offered;	      /* by the kernel in INIT; set before sm_init runs */
+		int state;	      /* atomic: off, pending (the INIT reply), on */
+	} kpv2;			      /* FUSE_HANDLE_KILLPRIV_V2 (devio.c) */
 };
 
 static inline struct slowmedia *fs_from_req(fuse_req_t req)
@@ -150,6 +157,50 @@ int creds_enter(fuse_req_t req, struct sm_creds *saved);
  * kernel leaves it to us (dont_mask). Pair with creds_leave. */
 int creds_enter_create(fuse_req_t req, struct sm_creds *saved);
 void creds_leave(struct sm_creds *saved);
+/* Whether the caller is in group gid (its own, or a supplementary one). */
+bool creds_in_group(fuse_req_t req, gid_t gid);
+/* Whether the caller holds CAP_FSETID (its effective set, from /proc). */
+bool creds_has_fsetid(fuse_req_t req);
+
+/* devio.c: our reads and writes of /dev/fuse, for FUSE_HANDLE_KILLPRIV_V2. */
+int devio_install(struct fuse_session *se, struct slowmedia *fs);
+/* The hooks devio_install installs (for the unit test). */
+void devio_hooks(struct fuse_custom_io *io);
+/* From sm_init: whether the kernel offered it; if so the INIT reply takes it. */
+bool devio_want_killpriv_v2(struct slowmedia *fs);
+/* The request this thread serves asks to kill suid and sgid (a WRITE,
+ * SETATTR or OPEN by a caller without CAP_FSETID). */
+bool devio_req_kill_suidgid(void);
+/* Whether the kernel left the kills to us. */
+bool devio_killpriv_v2_on(struct slowmedia *fs);
+
+/* killpriv.c: what the Linux VFS kills on write, truncate and chown, killed on
+ * the lower before the request is answered (the queue writes it later). */
+#define CAPS_ABSENT 1u
+#define CAPS_SET_STEP 2u
+/* Remember what the mode says about suid and sgid, from each lower stat. */
+static inline void inode_note_mode(struct sm_inode *inode, mode_t mode)
+{
+	__atomic_store_n(&inode->sxid, (mode & (S_ISUID | S_ISGID)) != 0, __ATOMIC_RELAXED);
+}
+static inline uint32_t caps_snapshot(struct sm_inode *inode)
+{
+	return __atomic_load_n(&inode->caps, __ATOMIC_ACQUIRE);
+}
+/* security.capability was found absent (by a call begun at snapshot snap):
+ * remembered unless it was set since. */
+void caps_found_absent(struct sm_inode *inode, uint32_t snap);
+/* security.capability is being set: forget that it was absent. */
+void caps_changed(struct sm_inode *inode);
+/*
+ * Before a write or truncate is answered: remove security.capability, and when
+ * the kernel's kill flag is set (the caller, req, lacks CAP_FSETID) clear
+ * S_ISUID, and S_ISGID if the group may execute or the caller is not in the
+ * file's group. ofd is an open fd of the file or -1, pfd its O_PATH fd.
+ * Touches the lower only when the mode has those bits or the capability is
+ * not known absent. 0 or -errno.
+ */
+int killpriv(fuse_req_t req, struct sm_inode *inode, int ofd, int pfd, bool kill);
 
 /* ops_file.c: drop queued data of a file that is unlinked and not open. */
 void elide_if_gone(struct slowmedia *fs, struct sm_inode *inode);

@@ -142,6 +142,10 @@ static int serve(struct slowmedia *fs, struct fuse_args *args,
 		goto out_destroy;
 	if (fuse_session_mount(se, cmd->mountpoint) != 0)
 		goto out_handlers;
+	/* Before INIT is read: our hooks must see it. */
+	if (devio_install(se, fs) != 0)
+		sm_warn("cannot hook the FUSE device: the kernel asks for "
+			"security.capability before every write");
 	if (fuse_daemonize(cmd->foreground) != 0)
 		goto out_unmount;
 	if (!cmd->foreground) {

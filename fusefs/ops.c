@@ -26,6 +26,18 @@ void sm_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	/*
+	 * The kernel then stops asking for security.capability before every
+	 * write; the kills are ours (devio.c, killpriv.c). And no
+	 * auto_inval_data: it refreshes the attributes at every read after a
+	 * write, and each refresh makes the next write ask again. It guards
+	 * against changes of the lower behind the mount's back, which slowmedia
+	 * does not support anyway (the queue could not be laid over them); the
+	 * kernel still drops a file's pages at open and at a size change.
+	 */
+	if (devio_want_killpriv_v2(fs))
+		sm_dbg("init: the kernel offers FUSE_HANDLE_KILLPRIV_V2: taken");
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/*
 	 * default_permissions checks mode bits only: with other users let in, an
 	 * ACL entry denying one of them would mean nothing. The kernel enforces
 	 * ACLs itself once asked, reading them through getxattr. Not where the

@@ -108,6 +108,8 @@ static int inode_stat(struct slowmedia *fs, struct sm_inode *inode, int ofd,
 	r = stat_queued(fs, inode, fd, ofd, st);
 	wq_meta_end(fs->wq, meta_t0);
 	inode_fd_put(fs, inode);
+	if (r == 0)
+		inode_note_mode(inode, st->st_mode);
 	return r;
 }
 
@@ -121,6 +123,7 @@ static int entry_fill(struct slowmedia *fs, int fd, struct sm_inode *parent, con
 	int r;
 
 	inode_find_or_add(fs, fd, &e->attr, parent, name, &inode);
+	inode_note_mode(inode, e->attr.st_mode);
 	if (inode_wqf(inode)) { /* the kernel takes the size from here too */
 		r = inode_stat(fs, inode, -1, &e->attr);
 		if (r < 0) {
@@ -255,10 +258,12 @@ static int set_times(struct slowmedia *fs, struct sm_inode *inode, int fd, int o
 	return neg_errno(utimensat(AT_FDCWD, proc_fd_path(path, fd), tv, 0));
 }
 
-/* Apply one setattr request: fd is the O_PATH fd, ofd an open fd or -1. */
-static int do_setattr(struct slowmedia *fs, struct sm_inode *inode, int fd, int ofd,
-		      const struct stat *attr, int valid)
+/* Apply one setattr request: fd is the O_PATH fd, ofd an open fd or -1; kill:
+ * the kernel's FATTR_KILL_SUIDGID. (A chown kills on the lower by itself.) */
+static int do_setattr(fuse_req_t req, struct sm_inode *inode, int fd, int ofd,
+		      const struct stat *attr, int valid, bool kill)
 {
+	struct slowmedia *fs = fs_from_req(req);
 	struct wq_file *wqf = inode_wqf(inode);
 	char path[PROC_FD_PATH_MAX];
 	int r = 0;
@@ -276,6 +281,11 @@ static int do_setattr(struct slowmedia *fs, struct sm_inode *inode, int fd, int 
 		if (r < 0)
 			return r;
 	}
+	/* Before the truncate, which may be queued: what it kills. */
+	if (valid & FUSE_SET_ATTR_SIZE)
+		r = killpriv(req, inode, ofd, fd, kill);
+	if (r < 0)
+		return r;
 	if (valid & FUSE_SET_ATTR_SIZE)
 		r = wqf ? wq_truncate(fs->wq, wqf, ofd >= 0 ? ofd : fd, attr->st_size) : 1;
 	if (r < 0)
@@ -297,6 +307,7 @@ void sm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *inode = inode_from_ino(fs, ino);
 	int ofd = fi && fi->fh ? ((struct sm_fh *)(uintptr_t)fi->fh)->fd : -1;
+	bool kill = devio_req_kill_suidgid();
 	struct stat st;
 	int fd, r;
 
@@ -305,10 +316,12 @@ void sm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 		fuse_reply_err(req, -fd);
 		return;
 	}
-	r = do_setattr(fs, inode, fd, ofd, attr, valid);
+	r = do_setattr(req, inode, fd, ofd, attr, valid, kill);
 	if (r == 0)
 		r = stat_queued(fs, inode, fd, -1, &st);
 	inode_fd_put(fs, inode);
+	if (r == 0)
+		inode_note_mode(inode, st.st_mode);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;

@@ -69,9 +69,10 @@ void sm_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *inode = inode_from_ino(fs, ino);
+	bool kill = devio_req_kill_suidgid();
 	char path[PROC_FD_PATH_MAX];
 	int64_t meta_t0;
-	int pfd, fd;
+	int pfd, fd, r;
 
 	pfd = inode_fd_get(fs, inode);
 	if (pfd < 0) {
@@ -84,6 +85,13 @@ void sm_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	inode_fd_put(fs, inode);
 	if (fd < 0) {
 		fuse_reply_err(req, -fd);
+		return;
+	}
+	/* Only with atomic O_TRUNC (not asked for): an open that truncates. */
+	r = kill ? killpriv(req, inode, fd, -1, true) : 0;
+	if (r < 0) {
+		close(fd);
+		fuse_reply_err(req, -r);
 		return;
 	}
 	fh_attach(fs, inode, fd, fi);
@@ -225,6 +233,12 @@ void sm_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 	ssize_t n;
 	int r;
 
+	/* Before it is queued, and answered: what the write kills. */
+	r = killpriv(req, fh->inode, fh->fd, -1, devio_req_kill_suidgid());
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	wqf = wq_file_attach(fs->wq, &fh->inode->wqf, fh->inode);
 	n = write_data(in_buf, &data, &owned);
 	/* A sync write waits for the medium anyway: it may wait for room here. */
@@ -300,8 +314,19 @@ void sm_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_fh *fh = fh_of(fi);
 	struct wq_file *wqf = inode_wqf(fh->inode);
+	bool kill;
 	int r = 0;
 
+	/* The kernel kills privileges before a fallocate too (file_modified),
+	 * but sends no kill flag with it: a setuid or setgid file asks whether
+	 * the caller could keep them. */
+	kill = devio_killpriv_v2_on(fs) && __atomic_load_n(&fh->inode->sxid, __ATOMIC_RELAXED) &&
+	       !creds_has_fsetid(req);
+	r = killpriv(req, fh->inode, fh->fd, -1, kill);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	/* Writes made before must be on the lower first; collapse and insert
 	 * move the file's bytes, so nothing may stay queued at all. */
 	if (wqf)

@@ -10,24 +10,18 @@
 #define XATTR_NAME_CAPS "security.capability"
 
 /*
- * The kernel asks for security.capability before every write to a FUSE file
- * (to drop file capabilities on write): a lower getxattr each time, through
- * a /proc path walk. Its absence is remembered per inode and forgotten when
- * it is set or removed through the mount. Set on the lower behind our back,
- * it would be seen at the next lookup of a new inode only; a write by an
- * unprivileged user would then not drop it, which the lower's own write
- * (when the queue flushes) does anyway.
+ * The kernel asks for security.capability before a write to a FUSE file
+ * whose inode it has not yet marked S_NOSEC (after each refresh of its
+ * attributes): a lower getxattr each time, through a /proc path walk. Its
+ * absence is remembered per inode (killpriv.c) and forgotten when it is set
+ * through the mount. Set on the lower behind our back, it would be seen at
+ * the next lookup of a new inode only; a write by an unprivileged user
+ * would then not drop it, which the lower's own write (when the queue
+ * flushes) does anyway.
  */
-static bool caps_known_absent(struct sm_inode *inode, const char *name)
+static bool is_caps(const char *name)
 {
-	return strcmp(name, XATTR_NAME_CAPS) == 0 &&
-	       __atomic_load_n(&inode->no_caps, __ATOMIC_RELAXED);
-}
-
-static void caps_note(struct sm_inode *inode, const char *name, bool absent)
-{
-	if (strcmp(name, XATTR_NAME_CAPS) == 0)
-		__atomic_store_n(&inode->no_caps, absent, __ATOMIC_RELAXED);
+	return strcmp(name, XATTR_NAME_CAPS) == 0;
 }
 
 enum xattr_kind { XATTR_GET, XATTR_LIST };
@@ -42,7 +36,7 @@ static void get_or_list(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	ssize_t n;
 	int r;
 
-	if (kind == XATTR_GET && caps_known_absent(inode, name)) {
+	if (kind == XATTR_GET && is_caps(name) && (caps_snapshot(inode) & CAPS_ABSENT)) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
@@ -52,9 +46,11 @@ static void get_or_list(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		return;
 	}
 	if (kind == XATTR_GET) {
+		uint32_t snap = caps_snapshot(inode);
+
 		n = neg_errno_ssize(getxattr(path, name, buf, size));
-		if (n == -ENODATA)
-			caps_note(inode, name, true);
+		if (n == -ENODATA && is_caps(name))
+			caps_found_absent(inode, snap);
 	} else
 		n = neg_errno_ssize(listxattr(path, buf, size));
 	inode_fd_put(fs, inode);
@@ -103,7 +99,10 @@ void sm_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 	char path[PROC_FD_PATH_MAX];
 	int r = inode_path_get(fs, inode, path);
 
-	caps_note(inode, name, false); /* before: a getxattr racing with it asks the lower */
+	/* Before and after: a lookup of its absence that began before the set
+	 * landed must not be remembered. */
+	if (is_caps(name))
+		caps_changed(inode);
 	if (r == 0) {
 		if (strcmp(name, XATTR_NAME_POSIX_ACL_ACCESS) == 0)
 			r = set_acl_as_caller(req, path, name, value, size, flags);
@@ -111,6 +110,8 @@ void sm_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 			r = neg_errno(setxattr(path, name, value, size, flags));
 		inode_fd_put(fs, inode);
 	}
+	if (is_caps(name))
+		caps_changed(inode);
 	fuse_reply_err(req, -r);
 }
 
@@ -122,9 +123,11 @@ void sm_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int r = inode_path_get(fs, inode, path);
 
 	if (r == 0) {
+		uint32_t snap = caps_snapshot(inode);
+
 		r = neg_errno(removexattr(path, name));
-		if (r == 0 || r == -ENODATA)
-			caps_note(inode, name, true);
+		if ((r == 0 || r == -ENODATA) && is_caps(name))
+			caps_found_absent(inode, snap);
 		inode_fd_put(fs, inode);
 	}
 	fuse_reply_err(req, -r);
