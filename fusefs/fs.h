@@ -92,6 +92,7 @@ struct slowmedia {
 	int handles;	    /* enum in inode.c: use, off (EPERM...), forced stale; atomic */
 
 	struct wq *wq; /* the write-behind queue; immutable once serving */
+	struct fuse_session *se; /* immutable once serving (notifications) */
 	struct sm_control *ctl; /* control socket and busy hold (control.c); NULL: none */
 	uint64_t read_bytes;	/* asked for by reads (all of it, also past EOF); atomic */
 	struct {

@@ -62,12 +62,24 @@ static int kill_suidgid(fuse_req_t req, struct sm_inode *inode, int ofd, int pfd
 	if (r < 0)
 		return r;
 	mode = killed_mode(req, &st) & 07777;
-	if (mode != (st.st_mode & 07777))
-		r = ofd >= 0 ? neg_errno(fchmod(ofd, mode))
-			     : neg_errno(chmod(proc_fd_path(path, pfd), mode));
-	if (r == 0)
+	if (mode == (st.st_mode & 07777)) {
 		inode_note_mode(inode, mode);
-	return r;
+		return 0;
+	}
+	r = ofd >= 0 ? neg_errno(fchmod(ofd, mode))
+		     : neg_errno(chmod(proc_fd_path(path, pfd), mode));
+	if (r < 0)
+		return r;
+	inode_note_mode(inode, mode);
+	/* The kernel keeps the mode it cached (up to the attribute timeout), and
+	 * exec believes it: a setuid bit just killed here would still count for
+	 * an exec right after the write (on a mount with allow_suid). Its
+	 * attributes are dropped now, before the answer. Offset -1: attributes
+	 * only, no page is touched, so the writer's locks cannot deadlock it. */
+	if (fs_from_req(req)->se && inode != &fs_from_req(req)->root)
+		fuse_lowlevel_notify_inval_inode(fs_from_req(req)->se,
+						 (fuse_ino_t)(uintptr_t)inode, -1, 0);
+	return 0;
 }
 
 static int kill_caps(struct sm_inode *inode, int ofd, int pfd)

@@ -138,6 +138,7 @@ static int serve(struct slowmedia *fs, struct fuse_args *args,
 	se = fuse_session_new(args, &sm_ops, sizeof(sm_ops), fs);
 	if (!se)
 		return 1;
+	fs->se = se;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
 	if (fuse_session_mount(se, cmd->mountpoint) != 0)
