@@ -3,7 +3,9 @@
 # head (one group), both at the default prio, weight=300 and weight=100,
 # both written continuously (queues never empty). Over WINDOW_S seconds the
 # bytes slowdev wrote to each image (IMG.write_bytes) must split 3:1 within
-# TOL_PCT % (the arbiter charges each chunk its bytes / weight, B-WF2Q+ as
+# TOL_PCT % (15: a 10 s window holds a few dozen chunks, and a loaded machine
+# shifts one or two; an even split is 67 % off) (the arbiter charges each
+# chunk its bytes / weight, B-WF2Q+ as
 # BFQ's). Then the weights are swapped at runtime (set weight= on each
 # daemon's control socket) and the split must follow: 1:3.
 # usage: weight.sh SLOWMEDIA ARBITERD SLOWDEV
@@ -11,7 +13,7 @@ SLOWMEDIA=$1 ARBITERD=$2 SLOWDEV=${3:-}
 . "$(dirname "$0")/alib.sh"
 a_setup
 
-WARMUP_S=2 WINDOW_S=10 TOL_PCT=10
+WARMUP_S=2 WINDOW_S=10 TOL_PCT=15
 
 a_start "$LA" "$MA" "weight=300,queue=$A_QUEUE"
 a_start "$LB" "$MB" "weight=100,queue=$A_QUEUE"
