@@ -403,6 +403,21 @@ static void add_progress_rate(GString *o, const struct wq_stats *s)
 	ctl_add_u64(o, "rate", s->rate_bps);
 }
 
+/* Reads the lower refused: how many, and the last one. */
+static void add_read_errors(GString *o, struct slowmedia *fs)
+{
+	g_autofree char *path = NULL;
+	int64_t age_ns;
+	int err;
+	uint64_t n = read_errors_get(fs, &path, &err, &age_ns);
+	const char *code = n && strerrorname_np(-err) ? strerrorname_np(-err) : n ? "EIO" : "";
+
+	ctl_add_u64(o, "read_errors", n);
+	ctl_add(o, "read_error_path", path ? path : "");
+	ctl_add(o, "read_error_code", code);
+	ctl_add_i64(o, "read_error_age_s", n ? age_ns / NSEC_PER_SEC : -1);
+}
+
 static void reply_status(struct ctl_client *cl)
 {
 	struct sm_control *c = cl->c;
@@ -436,6 +451,7 @@ static void reply_status(struct ctl_client *cl)
 		ctl_add_i64(o, "arbiter_id", id);
 	}
 	ctl_add_u64(o, "read_bytes", __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED));
+	add_read_errors(o, fs);
 	{
 		struct wq_spool_stats sp;
 		wq_spool_stats(fs->wq, &sp);

@@ -210,6 +210,7 @@ int main(int argc, char *argv[])
 	g_autoptr(GPtrArray) errors = g_ptr_array_new_with_free_func(g_free);
 	int fd, r = 1;
 
+	read_errors_init(&fs);
 	if (sm_options_parse(argc, argv, &fs.opts, &args, errors) < 0)
 		return 1;
 	if (fs.opts.show_help) {
@@ -282,6 +283,7 @@ out_wq:
 	inode_table_destroy(&fs);
 	close(fd);
 out_opts:
+	read_errors_destroy(&fs);
 	free(cmd.mountpoint);
 	fuse_opt_free_args(&args);
 	sm_options_free(&fs.opts);

@@ -24,8 +24,11 @@
 #           is slow too: a probe stuck behind the fault is slow in both, a
 #           busy machine's hiccup is not)
 #   log     the daemon's output names the failing file and its error
+#           (read-eio: and a reader looping on the bad sector gets a few
+#           lines, not one per read)
 #   status  `slowmediactl status --json` shows the file failing with the
-#           error during the fault (stall: status answers, no error)
+#           error during the fault (stall: status answers, no error;
+#           read-eio: the refused reads counted, the last one named)
 #   lost    every byte acknowledged without an error later (write, fsync,
 #           close) is on the medium after the fault is cleared and the
 #           daemon gone (read back once synced and dropped from the page
@@ -48,6 +51,9 @@ esac
 q_init
 
 SD=qt-fm$FSTYPE-$$ LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
+# A reader looping on a bad sector: LOOP_READS reads, at most READ_LOG_MAX
+# log lines naming the file (the daemon lets 5 a minute through).
+LOOP_READS=100 READ_LOG_MAX=5
 STALL_S=4 PROBE_LIMIT_S=0.100 OPTS=rate=1M,queue=2M,arbiter=off,drain_timeout=10
 # What the writer hears of a failed write and of a full medium: fusefat
 # answers EPERM for both.
@@ -198,14 +204,27 @@ sys.exit(json.load(sys.stdin)["mounts"][0]["file_errors"] != [])' && return 0
 	done
 	return 1
 }
-log_has() { # FILE CODE: a line with FILE and the error, by name or by message
-	local msg
-	case $2 in
-	EIO) msg='Input/output error' ;;
-	ENOSPC) msg='No space left on device' ;;
-	EPERM) msg='Operation not permitted' ;;
+errmsg() { # ERRNAME: strerror's text
+	case $1 in
+	EIO) echo 'Input/output error' ;;
+	ENOSPC) echo 'No space left on device' ;;
+	EPERM) echo 'Operation not permitted' ;;
 	esac
-	grep -F -- "$1" "$Q_LOG" | grep -qE -- "$2|$msg"
+}
+log_has() { # FILE CODE: a line with FILE and the error, by name or by message
+	grep -F -- "$1" "$Q_LOG" | grep -qE -- "$2|$(errmsg "$2")"
+}
+# read_status_has FILE CODE N: status counts at least N refused reads, the
+# last of FILE with CODE.
+read_status_has() {
+	"$CTL" status "$MNT" --json 2>/dev/null | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["mounts"][0]
+print("  status: read_errors=%s read_error_path=%s read_error_code=%s" %
+      (m.get("read_errors"), m.get("read_error_path"), m.get("read_error_code")))
+sys.exit(not (m.get("read_errors", 0) >= int(sys.argv[3]) and
+              m.get("read_error_path", "").endswith("/" + sys.argv[1]) and
+              m.get("read_error_code") == sys.argv[2]))' "$1" "$2" "$3"
 }
 
 # ACK[file]=bytes acknowledged by writes that no later error covered
@@ -313,8 +332,18 @@ if runs read-eio; then
 	res $F error "the reader got $E_IO: $(tr '\n' ' ' <"$Q_TMP/r.out")" grep -q "^verify rc=$E_IO" "$Q_TMP/r.out"
 	probe $F
 	other $F o-1
-	na $F log
-	na $F status
+	res $F log "the log names w-r with $E_IO" log_has w-r $E_IO
+	res $F status "status: a read of w-r refused with $E_IO" read_status_has w-r $E_IO 1
+	# A reader looping on the bad sector: every failure counted, few logged.
+	loop=()
+	for ((i = 0; i < LOOP_READS; i++)); do loop+=(verify "$MNT/w-r" 4K 42); done
+	timeout 60 "$QIO" "${loop[@]}" >"$Q_TMP/rl.out" 2>&1
+	nfail=$(grep -c "^verify rc=$E_IO" "$Q_TMP/rl.out")
+	nlog=$(grep -F -- w-r "$Q_LOG" | grep -cE -- "$E_IO|$(errmsg $E_IO)")
+	res $F log "a reader looping on it: $nfail of $LOOP_READS reads refused, $nlog log lines (at most $READ_LOG_MAX)" \
+		[ "$nfail" = "$LOOP_READS" -a "$nlog" -le "$READ_LOG_MAX" ]
+	res $F status "status counts every refused read (at least $((LOOP_READS + 1)))" \
+		read_status_has w-r $E_IO $((LOOP_READS + 1))
 	finish $F
 fi
 
