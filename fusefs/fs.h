@@ -19,6 +19,7 @@
 
 struct file_handle;
 struct sm_control;
+struct reqtrack;
 
 /* Where an inode's O_PATH fd is counted (fd_touch in inode.c keeps it right). */
 enum sm_fd_state {
@@ -109,6 +110,7 @@ struct slowmedia {
 	struct sm_control *ctl; /* control socket and busy hold (control.c); NULL: none */
 	uint64_t read_bytes;	/* asked for by reads (all of it, also past EOF); atomic */
 	struct sm_read_errors rerr; /* ops_file.c */
+	struct reqtrack *req;	    /* each request's age (reqtrack.c); immutable once serving */
 };
 
 static inline struct slowmedia *fs_from_req(fuse_req_t req)

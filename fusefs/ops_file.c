@@ -4,13 +4,13 @@
 #include "fs.h"
 #include "log.h"
 #include "ops.h"
+#include "reqtrack.h"
 #include "sys.h"
 
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/falloc.h>
 #include <string.h>
-#include <time.h>
 
 /* Read errors in the log: at most this many lines per interval per mount;
  * the count of those held back comes with the next line (and every one is
@@ -142,14 +142,6 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
 void read_errors_init(struct slowmedia *fs)
 {
 	struct sm_read_errors *e = &fs->rerr;
@@ -175,7 +167,7 @@ uint64_t read_errors_get(struct slowmedia *fs, char **path, int *error, int64_t 
 	n = e->count;
 	*path = g_strdup(e->path);
 	*error = e->error;
-	*age_ns = n ? mono_ns() - e->at_ns : 0;
+	*age_ns = n ? sm_now_ns() - e->at_ns : 0;
 	pthread_mutex_unlock(&e->lock);
 	return n;
 }
@@ -202,7 +194,7 @@ static void note_read_error(struct slowmedia *fs, struct sm_fh *fh, int err, siz
 	pthread_mutex_lock(&e->lock);
 	e->count++;
 	e->error = err;
-	e->at_ns = mono_ns();
+	e->at_ns = sm_now_ns();
 	g_free(e->path);
 	e->path = g_strdup(path);
 	log = sm_ratelimit_pass(&e->log, e->at_ns, &missed);
@@ -305,6 +297,8 @@ void sm_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 	wqf = wq_file_attach(fs->wq, &fh->inode->wqf, fh->inode);
 	n = write_data(in_buf, &data, &owned);
 	/* A sync write waits for the medium anyway: it may wait for room here. */
+	if (sync)
+		reqtrack_waits_medium(fs->req);
 	if (n > 0)
 		n = wq_write(fs->wq, wqf, fh->fd, data, (size_t)n, off,
 			     sync ? NULL : parked_write_done, req);
@@ -312,6 +306,7 @@ void sm_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 	if (n == WQ_PARKED)
 		return;
 	if (n > 0 && sync) {
+		reqtrack_waits_medium(fs->req);
 		r = wq_fsync(fs->wq, wqf, fh->fd, (fi->flags & O_SYNC) != O_SYNC);
 		if (r < 0)
 			n = r;
@@ -343,6 +338,8 @@ void sm_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	/* close() does not wait for the medium, unless sync_close; but an error
 	 * already known is the writer's to hear. */
+	if (wqf && fs->opts.sched.sync_close)
+		reqtrack_waits_medium(fs->req);
 	if (wqf)
 		r = fs->opts.sched.sync_close ? wq_flush_file(fs->wq, wqf) : wq_error(fs->wq, wqf);
 	if (r == 0)
@@ -363,6 +360,7 @@ void sm_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 	struct wq_file *wqf = inode_wqf(fh->inode);
 	int r;
 
+	reqtrack_waits_medium(fs->req);
 	if (wqf)
 		r = wq_fsync(fs->wq, wqf, fh->fd, datasync);
 	else
@@ -381,6 +379,7 @@ void sm_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
 
 	/* Writes made before must be on the lower first; collapse and insert
 	 * move the file's bytes, so nothing may stay queued at all. */
+	reqtrack_waits_medium(fs->req);
 	if (wqf)
 		r = (mode & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE))
 			    ? wq_settle_file(fs->wq, wqf)

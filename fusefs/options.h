@@ -17,6 +17,7 @@ struct sm_options {
 	bool default_permissions;
 	bool has_fsname;
 	bool has_max_threads;
+	unsigned req_bound_s; /* req_bound=: a request taking longer is logged */
 	bool show_help;
 	bool show_version;
 };

@@ -59,6 +59,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(p.o.sched.rate_bps, 0);
 	ck_assert(!p.o.sched.sync_close);
 	ck_assert_str_eq(p.o.sched.arbiter, "auto");
+	ck_assert_uint_eq(p.o.req_bound_s, 10);
 	ck_assert_str_eq(p.o.source, "/src");
 	ck_assert_str_eq(p.o.mountpoint, "/mnt");
 	ck_assert(args_have(&p, "fsname=/src"));
@@ -74,7 +75,7 @@ START_TEST(test_all_good_values)
 
 	parse(&p, "prio=0,class=idle,weight=250,group=usb-bus.1,rate=2M,queue=1G,"
 		  "spool=/var/spool/sm,spool_max=10G,latency=50,read_grace=0,flushers=4,"
-		  "sync_close,arbiter=/run/arb.sock,fstype=vfat");
+		  "sync_close,arbiter=/run/arb.sock,fstype=vfat,req_bound=30");
 	ck_assert_uint_eq(p.errors->len, 0);
 	ck_assert_uint_eq(p.o.sched.prio, 0);
 	ck_assert_int_eq(p.o.sched.io_class, SCHED_CLASS_IDLE);
@@ -90,6 +91,7 @@ START_TEST(test_all_good_values)
 	ck_assert(p.o.sched.sync_close);
 	ck_assert_str_eq(p.o.sched.arbiter, "/run/arb.sock");
 	ck_assert_str_eq(p.o.fstype, "vfat");
+	ck_assert_uint_eq(p.o.req_bound_s, 30);
 	/* Our keys are consumed: libfuse never sees them. */
 	ck_assert(!args_have(&p, "prio="));
 	ck_assert(!args_have(&p, "queue="));
@@ -131,6 +133,9 @@ static const char *const bad_values[][2] = {
 	{"fstype=", "fstype"},
 	{"nonsense", "nonsense"},
 	{"allow_other=1", "allow_other=1"},
+	{"req_bound=0", "req_bound=0"},
+	{"req_bound=3601", "req_bound=3601"},
+	{"req_bound=", "req_bound"},
 };
 
 START_TEST(test_bad_value)

@@ -29,6 +29,11 @@
 #   status  `slowmediactl status --json` shows the file failing with the
 #           error during the fault (stall: status answers, no error;
 #           read-eio: the refused reads counted, the last one named)
+#   bound   no FUSE request took longer than BOUND_S (req_bound=) during
+#           the fault, but the waits for the medium the caller asked for
+#           (fsync, sync writes) and writes held by backpressure: read
+#           from status at the end of the fault (slow_requests, which
+#           counts every request past the bound, and the oldest in flight)
 #   lost    every byte acknowledged without an error later (write, fsync,
 #           close) is on the medium after the fault is cleared and the
 #           daemon gone (read back once synced and dropped from the page
@@ -54,7 +59,9 @@ SD=qt-fm$FSTYPE-$$ LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
 # A reader looping on a bad sector: LOOP_READS reads, at most READ_LOG_MAX
 # log lines naming the file (the daemon lets 5 a minute through).
 LOOP_READS=100 READ_LOG_MAX=5
-STALL_S=4 PROBE_LIMIT_S=0.100 OPTS=rate=1M,queue=2M,arbiter=off,drain_timeout=10
+# BOUND_S: the daemons' req_bound= (a request past it is counted in status)
+STALL_S=4 PROBE_LIMIT_S=0.100 BOUND_S=3
+OPTS=rate=1M,queue=2M,arbiter=off,drain_timeout=10,req_bound=$BOUND_S
 # What the writer hears of a failed write and of a full medium: fusefat
 # answers EPERM for both.
 if [ "$FSTYPE" = ext2 ]; then E_IO=EIO E_FULL=ENOSPC; else E_IO=EPERM E_FULL=EPERM; fi
@@ -62,7 +69,7 @@ FAULTS=(write-eio read-eio stall full eject eject-return)
 # FAULTS_ONLY="stall full": run those alone (by hand, to look at one)
 read -ra RUN <<<"${FAULTS_ONLY:-${FAULTS[*]}}"
 runs() { [[ " ${RUN[*]} " == *" $1 "* ]]; }
-CHECKS=(error others fast log status lost umount)
+CHECKS=(error others fast log status bound lost umount)
 declare -A RES=()
 q_on_exit "slowdev_down $SD"
 slowdev_up "$SD" 24 usbstick "$FSTYPE" "$LOWER" || { echo "slowdev_up failed"; exit 1; }
@@ -248,10 +255,24 @@ start() {
 	q_start "$LOWER" "$MNT" "$OPTS${1:+,$1}"
 }
 
+# bound_check FAULT: from status, no request past BOUND_S so far (but the
+# waits for the medium), and none older in flight now.
+bound_check() {
+	local f=$1 slow op ms n
+	read -r slow op ms n < <("$CTL" status "$MNT" --json 2>/dev/null | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["mounts"][0]
+print(m["slow_requests"], m["oldest_request"] or "-", m["oldest_request_ms"], m["requests"])')
+	res "$f" bound "no request past ${BOUND_S} s but waits for the medium: ${slow:-?} past it; $n in flight, the oldest $op, $ms ms" \
+		[ "${slow:-x}" = 0 -a "${ms:-999999}" -le $((BOUND_S * 1000)) ]
+	grep -F 'over the bound' "$Q_LOG" | sed 's/^/  daemon: /'
+}
+
 # finish FAULT: clear the fault, unmount, judge the exit; the medium cycled;
 # then every acknowledged file whole on it.
 finish() {
 	local f=$1 t0 bad=0 name
+	bound_check "$f"
 	ctl clear
 	umount "$MNT" 2>/dev/null || umount -l "$MNT"
 	t0=$(q_now)
