@@ -186,7 +186,7 @@ static void warn(struct reqtrack *t, const struct req_view *v, bool done, int64_
 	__atomic_add_fetch(&t->slow, 1, __ATOMIC_RELAXED);
 	if (!warn_allowed(t, now_ns, &missed))
 		return;
-	sm_warn("a %s request (pid %d) %s %.1f s, over the bound of %.0f s (req_bound=)%s",
+	sm_warn("slow request: %s of pid %d %s %.1f s, over the bound of %.0f s (req_bound=)%s",
 		v->op, (int)v->pid, done ? "took" : "has been waiting", v->age_ns / 1e9,
 		t->bound_ns / 1e9, missed ? "; more such warnings were held back" : "");
 }

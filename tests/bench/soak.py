@@ -1201,6 +1201,10 @@ def print_report(procs, bounds, checks, tot, meta):
         if meta["drain_s"][k] is not None and meta["daemon_exit_s"][k] is not None:
             print("%s: drain %.1f s, then umount %.1f s and the daemon's exit %.1f s" % (
                 k, meta["drain_s"][k], meta["umount_s"][k], meta["daemon_exit_s"][k]))
+    sr = meta.get("slow_requests") or {}
+    if any(v is not None for v in sr.values()):
+        print("FUSE requests past req_bound= (fsync and backpressured writes aside; the last "
+              "daemon of each mount): %s" % ", ".join("%s %s" % kv for kv in sorted(sr.items())))
     for b in bounds:
         if b["value"] is None:
             val = "missing"

@@ -369,6 +369,7 @@ json.dump({"commit": "$COMMIT", "mode": "$mode", "minutes": $minutes, "opts": "$
            "fsck": per(["${FSCK_RC[m1]:-}", "${FSCK_RC[m2]:-}"]),
            "hung": "${HUNG[*]}".split(), "crashed": "${CRASHED[*]}".split(),
            "arbiter_same": $arb_same,
+           "slow_requests": per(["${SLOW_REQ[m1]:-}", "${SLOW_REQ[m2]:-}"]),
            "kill": None if "$kill_at" == "" else {"mount": "m1", "at_min": num("$kill_at"),
                     "old_pid": num("${KILL_OLD_PID:-}"), "new_pid": num("${KILL_NEW_PID:-}"),
                     "remounted": "${KILLED:-}" == "yes", "down_s": num("${KILL_DOWN_S:-}"),
@@ -415,7 +416,7 @@ ARB_IMG_MB=$img_mb
 KEYS=(m1 m2)
 # What the end of the run finds, by mount (see finish).
 SLOW_EXITS=() HUNG=() CRASHED=() STALLED='' ARB_END=''
-declare -A DRAIN_S=() DRAIN_RC=() EXIT_RC=() FSCK_RC=() UMOUNT_S=() EXITED_S=() FOREIGN=()
+declare -A DRAIN_S=() DRAIN_RC=() EXIT_RC=() FSCK_RC=() UMOUNT_S=() EXITED_S=() FOREIGN=() SLOW_REQ=()
 declare -A RELEASED=([m1]=yes [m2]=yes)
 declare -A MNT=([m1]=$MEDIA_STATE/m1 [m2]=$MEDIA_STATE/m2)
 
@@ -541,6 +542,16 @@ fi
 media_forget workers
 log "== workers done; draining"
 "$SLOWMEDIACTL" status >&2
+# FUSE requests past the daemons' req_bound= (noted, not judged: fsync and
+# writes held by backpressure are not among them).
+for k in "${KEYS[@]}"; do
+	SLOW_REQ[$k]=$("$SLOWMEDIACTL" status "${MNT[$k]}" --json 2>/dev/null | python3 -c '
+import json, sys
+print(json.load(sys.stdin)["mounts"][0].get("slow_requests", "?"))')
+	log "  $k: ${SLOW_REQ[$k]} FUSE requests took longer than req_bound= (this daemon's;" \
+		"log lines: $(cat "$MEDIA_STATE"/sm-"$k"*.log 2>/dev/null | grep -c 'slow request:'))"
+	cat "$MEDIA_STATE"/sm-"$k"*.log 2>/dev/null | grep 'slow request:' | tail -5 | sed 's/^/    /' >&2
+done
 
 DRAINERS=()
 for k in "${KEYS[@]}"; do

@@ -59,7 +59,7 @@ timeout 20 tail --pid=$RPID -f /dev/null
 q_check "the read completes after the stall" grep -q '^verify rc=ok' "$Q_TMP/r.out"
 q_check "slow_requests counts it" [ "$(status_field 'm["slow_requests"]')" = 1 ]
 q_check "the log warns once about it" \
-	[ "$(grep -c "a read request (pid $RPID) has been waiting .* over the bound" "$Q_LOG")" = 1 ]
+	[ "$(grep -c "slow request: read of pid $RPID has been waiting .* over the bound" "$Q_LOG")" = 1 ]
 
 # An fsync through a stall: the caller asked to wait for the medium.
 "$QIO" create "$MNT/w" write=ok 1M 6 >/dev/null
@@ -75,6 +75,6 @@ q_log "the fsync: $(tr '\n' ' ' <"$Q_TMP/f.out")"
 q_check "the fsync waited for the stall and succeeded" grep -q '^fsync rc=ok' "$Q_TMP/f.out"
 q_check "slow_requests still 1" [ "$(status_field 'm["slow_requests"]')" = 1 ]
 q_check "nothing in flight afterwards" [ "$(status_field 'm["requests"]')" = 0 ]
-q_check "no warning about the fsync" q_quiet ml_not grep -q "fsync request" "$Q_LOG"
+q_check "no warning about the fsync" q_quiet ml_not grep -q "slow request: fsync" "$Q_LOG"
 q_stop "$MNT"
 q_finish
