@@ -134,6 +134,11 @@ static int handle_mount_opt(struct parse_ctx *c, const char *arg)
 	if (key_in(arg, fuse_keys, false) || key_in(arg, fuse_valued_keys, true)) {
 		if (strcmp(arg, "allow_other") == 0)
 			o->allow_other = true;
+		/* Passed on to libfuse, and remembered for fstype='s private mount. */
+		if (strcmp(arg, "ro") == 0 || strcmp(arg, "rw") == 0)
+			o->read_only = arg[1] == 'o';
+		if (strcmp(arg, "noexec") == 0 || strcmp(arg, "exec") == 0)
+			o->noexec = arg[0] == 'n';
 		if (strcmp(arg, "default_permissions") == 0)
 			o->default_permissions = true;
 		if (strncmp(arg, "fsname=", 7) == 0)

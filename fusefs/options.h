@@ -14,6 +14,8 @@ struct sm_options {
 	bool allow_other;
 	bool allow_suid;   /* honour the medium's setuid bits, where the lower mount does */
 	bool allow_dev;    /* honour its device nodes, where the lower mount does */
+	bool read_only;    /* ro (the last of ro/rw): also for the private mount of fstype= */
+	bool noexec;	   /* noexec (the last of noexec/exec): the same */
 	bool default_permissions;
 	bool has_fsname;
 	bool has_max_threads;
