@@ -59,7 +59,7 @@ STALL_ABORT_S=${SOAK_STALL_ABORT_S:-180} # no byte to the medium for this long a
 WORKER_GRACE_S=600 # after the deadline, for the op in progress (a 4 MiB write under backpressure)
 DRAIN_T=600
 KILL_SETTLE_S=2   # --kill-at: between the kill and the detach of the dead mount
-REMOUNT_WAIT_S=300 # --kill-at: for the replay and the mount
+REMOUNT_WAIT_S=1800 # --kill-at: for the replay (a whole spool segment, up to 64 MiB, on a shared head) and the mount
 
 usage() {
 	cat <<EOF
