@@ -177,6 +177,7 @@ class Writer:
         self.d, self.model, self.end, self.stats_path = d, model, end, stats
         self.down = down
         self.cut = []  # ops a kill of the daemon cut off (see cut_off_op)
+        self.tidy = []  # their files, to remove from the mount once it is back
         self.down_s = 0.0  # time spent waiting for the mount to come back
         self.budget = budget_mib * MIB
         self.rng = random.Random(seed)
@@ -257,6 +258,20 @@ class Writer:
             except OSError:
                 pass
             self.excluded.append(n)
+            self.tidy.append(n)
+
+    def tidy_cut(self):
+        """The cut-off ops' files, removed from the mount once it is back, so
+        that it holds the model's files (they stay excluded from the check)."""
+        left = []
+        for n in self.tidy:
+            try:
+                os.unlink(self.paths(n)[0])
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(n)
+        self.tidy = left
 
     def pick(self):
         """A random file of ours; it is what the op touches (see failed)."""
@@ -422,6 +437,8 @@ class Writer:
             self.down_s += wait_up(self.down, self.end)
             if time.time() >= self.end:
                 break
+            if self.tidy:
+                self.tidy_cut()
             op = self.choose()
             self.cur = []
             t0 = time.time()
@@ -439,6 +456,8 @@ class Writer:
                                       "t0": round(t0, 3), "t1": round(time.time(), 3)})
             if time.time() - self.last_save >= STATS_EVERY_S:
                 self.save()
+        if self.tidy and not (self.down and os.path.exists(self.down)):
+            self.tidy_cut()
         self.save(done=True)
         return 0
 

@@ -26,7 +26,7 @@
 # and MIN minutes into the load m1's daemon is killed with SIGKILL: its
 # workers stop starting ops (a flag file), the ops in flight are cut off
 # (ENOTCONN/ECONNABORTED: counted apart, their files left out of the
-# check), the dead mount is detached and slowmedia mounted again over the
+# check and removed once the mount is back), the dead mount is detached and slowmedia mounted again over the
 # same medium with the same spool (the replay puts what was acknowledged
 # but not yet flushed on the medium before the mount comes up); then the
 # workers go on. The model check at the end must find no difference:
