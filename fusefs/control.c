@@ -10,7 +10,8 @@
  * sends garbage gets one error line and is closed; one that says nothing
  * costs an fd; at most CTL_CLIENTS_MAX are served at once (others are closed
  * at accept). Only our own uid and root may connect (socket 0600 and
- * SO_PEERCRED).
+ * SO_PEERCRED). Every REQ_SCAN_NS it also looks for FUSE requests past
+ * their bound (reqtrack.c), which logs them.
  *
  * The busy hold. The kernel does not make an unmount of a plain FUSE mount
  * wait for the daemon, so `fusermount3 -u` or `umount -i` would detach a
@@ -39,6 +40,7 @@
 #include "fs.h"
 #include "log.h"
 #include "pacer.h"
+#include "reqtrack.h"
 
 #include <errno.h>
 #include <ev.h>
@@ -79,6 +81,7 @@ struct sm_control {
 	ev_io accept_io;
 	ev_async wake;	     /* stop, a drain result, a hold taken */
 	ev_timer busy_timer; /* while the hold is held */
+	ev_timer req_scan;   /* requests past the bound, logged (reqtrack_scan) */
 	GQueue clients;
 	unsigned nclients;
 	pthread_t thread;
@@ -403,6 +406,36 @@ static void add_progress_rate(GString *o, const struct wq_stats *s)
 	ctl_add_u64(o, "rate", s->rate_bps);
 }
 
+/* Reads the lower refused: how many, and the last one. */
+static void add_read_errors(GString *o, struct slowmedia *fs)
+{
+	g_autofree char *path = NULL;
+	int64_t age_ns;
+	int err;
+	uint64_t n = read_errors_get(fs, &path, &err, &age_ns);
+	const char *code = n && strerrorname_np(-err) ? strerrorname_np(-err) : n ? "EIO" : "";
+
+	ctl_add_u64(o, "read_errors", n);
+	ctl_add(o, "read_error_path", path ? path : "");
+	ctl_add(o, "read_error_code", code);
+	ctl_add_i64(o, "read_error_age_s", n ? age_ns / NSEC_PER_SEC : -1);
+}
+
+/* The oldest FUSE request in flight that does not wait for the medium. */
+static void add_requests(GString *o, struct slowmedia *fs)
+{
+	struct req_view v = {0};
+	unsigned n = fs->req ? reqtrack_oldest(fs->req, sm_now_ns(), &v) : 0;
+
+	ctl_add_u64(o, "requests", n);
+	ctl_add(o, "oldest_request", v.op ? v.op : "");
+	ctl_add_u64(o, "oldest_request_pid", v.op ? (uint64_t)v.pid : 0);
+	ctl_add_u64(o, "oldest_request_ms", v.op ? (uint64_t)(v.age_ns / NSEC_PER_MSEC) : 0);
+	ctl_add_u64(o, "slow_requests", fs->req ? reqtrack_slow(fs->req) : 0);
+	ctl_add_u64(o, "req_bound_ms",
+		    fs->req ? (uint64_t)(reqtrack_bound_ns(fs->req) / NSEC_PER_MSEC) : 0);
+}
+
 static void reply_status(struct ctl_client *cl)
 {
 	struct sm_control *c = cl->c;
@@ -436,6 +469,8 @@ static void reply_status(struct ctl_client *cl)
 		ctl_add_i64(o, "arbiter_id", id);
 	}
 	ctl_add_u64(o, "read_bytes", __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED));
+	add_read_errors(o, fs);
+	add_requests(o, fs);
 	{
 		struct wq_spool_stats sp;
 		wq_spool_stats(fs->wq, &sp);
@@ -726,6 +761,13 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
 		finish_drains(c, r);
 }
 
+static void req_scan_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct sm_control *c = w->data;
+
+	reqtrack_scan(c->fs->req, sm_now_ns());
+}
+
 static void *control_main(void *arg)
 {
 	struct sm_control *c = arg;
@@ -832,6 +874,12 @@ int control_start(struct slowmedia *fs, const char *mountpoint)
 	ev_async_start(c->loop, &c->wake);
 	ev_timer_init(&c->busy_timer, busy_timer_cb, BUSY_POLL_S, BUSY_POLL_S);
 	c->busy_timer.data = c;
+	if (fs->req) {
+		ev_timer_init(&c->req_scan, req_scan_cb, (double)REQ_SCAN_NS / NSEC_PER_SEC,
+			      (double)REQ_SCAN_NS / NSEC_PER_SEC);
+		c->req_scan.data = c;
+		ev_timer_start(c->loop, &c->req_scan);
+	}
 	if (c->listen_fd >= 0) {
 		ev_io_init(&c->accept_io, accept_cb, c->listen_fd, EV_READ);
 		c->accept_io.data = c;

@@ -1,7 +1,8 @@
 /*
  * The filesystem state shared by all op handlers.
  *
- * Lock order: fs->ino_lock is a leaf lock; nothing else is taken while it is held.
+ * Lock order: fs->ino_lock and fs->rerr.lock are leaf locks; nothing else is
+ * taken while one is held.
  */
 #pragma once
 #include <fuse_lowlevel.h>
@@ -11,12 +12,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "log.h"
 #include "options.h"
 #include "queue.h"
 #include "sys.h"
 
 struct file_handle;
 struct sm_control;
+struct reqtrack;
 
 /* Where an inode's O_PATH fd is counted (fd_touch in inode.c keeps it right). */
 enum sm_fd_state {
@@ -72,6 +75,20 @@ struct sm_dirh {
 	struct dirent *entry; /* read ahead but not yet returned */
 };
 
+/*
+ * Reads the lower refused (EIO from a bad sector, the medium gone): counted
+ * for the control socket's status, and logged with the file's name under a
+ * rate limit, so a reader looping on a bad sector cannot flood the log.
+ */
+struct sm_read_errors {
+	pthread_mutex_t lock;	 /* taken only when a read failed */
+	uint64_t count;		 /* under lock */
+	struct sm_ratelimit log; /* under lock */
+	char *path;		 /* the last failing file's lower path (raw); under lock */
+	int error;		 /* its -errno; under lock */
+	int64_t at_ns;		 /* when (CLOCK_MONOTONIC); under lock */
+};
+
 struct slowmedia {
 	struct sm_options opts;
 	int root_fd;	 /* O_PATH of the lower root, opened before mounting */
@@ -100,6 +117,8 @@ struct slowmedia {
 		bool offered;	      /* by the kernel in INIT; set before sm_init runs */
 		int state;	      /* atomic: off, pending (the INIT reply), on */
 	} kpv2;			      /* FUSE_HANDLE_KILLPRIV_V2 (devio.c) */
+	struct sm_read_errors rerr; /* ops_file.c */
+	struct reqtrack *req;	    /* each request's age (reqtrack.c); immutable once serving */
 };
 
 static inline struct slowmedia *fs_from_req(fuse_req_t req)
@@ -202,6 +221,13 @@ void caps_changed(struct sm_inode *inode);
  * not known absent. 0 or -errno.
  */
 int killpriv(fuse_req_t req, struct sm_inode *inode, int ofd, int pfd, bool kill);
+
+/* ops_file.c: the read error figures (read_errors_init before serving). */
+void read_errors_init(struct slowmedia *fs);
+void read_errors_destroy(struct slowmedia *fs);
+/* A snapshot for status: the count, and the last failure's path (g_free it;
+ * NULL when none), -errno and age. */
+uint64_t read_errors_get(struct slowmedia *fs, char **path, int *error, int64_t *age_ns);
 
 /* ops_file.c: drop queued data of a file that is unlinked and not open. */
 void elide_if_gone(struct slowmedia *fs, struct sm_inode *inode);

@@ -44,8 +44,9 @@ static int probe_unused(const char *dev)
 static int open_private_mount(const struct sm_options *o)
 {
 	char dir[] = PRIVATE_MOUNT_DIR "/lower.XXXXXX";
-	unsigned long flags =
-	    (o->allow_suid ? 0 : MS_NOSUID) | (o->allow_dev ? 0 : MS_NODEV);
+	/* ro: an untrusted medium's superblock is not even written. */
+	unsigned long flags = (o->allow_suid ? 0 : MS_NOSUID) | (o->allow_dev ? 0 : MS_NODEV) |
+			      (o->read_only ? MS_RDONLY : 0) | (o->noexec ? MS_NOEXEC : 0);
 	int fd, r;
 
 	r = probe_unused(o->source);

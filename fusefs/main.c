@@ -4,6 +4,7 @@
 #include "fs.h"
 #include "log.h"
 #include "ops.h"
+#include "reqtrack.h"
 
 #include <malloc.h>
 #include <signal.h>
@@ -215,6 +216,7 @@ int main(int argc, char *argv[])
 	g_autoptr(GPtrArray) errors = g_ptr_array_new_with_free_func(g_free);
 	int fd, r = 1;
 
+	read_errors_init(&fs);
 	if (sm_options_parse(argc, argv, &fs.opts, &args, errors) < 0)
 		return 1;
 	if (fs.opts.show_help) {
@@ -277,16 +279,21 @@ int main(int argc, char *argv[])
 			goto out_wq;
 		}
 	}
+	fs.req = reqtrack_new((int64_t)fs.opts.req_bound_s * 1000000000ll);
+	if (!fs.req)
+		sm_warn("cannot track the requests' ages: no thread key");
 	if (!fs.opts.has_max_threads)
 		cmd.max_threads = MAX_THREADS_DEFAULT;
 	if (cmd.max_idle_threads == 0 || cmd.max_idle_threads > MAX_THREADS_LIMIT)
 		cmd.max_idle_threads = MAX_IDLE_THREADS;
 	r = serve(&fs, &args, &cmd);
 out_wq:
+	reqtrack_free(fs.req); /* the workers are gone, the control thread too */
 	wq_free(fs.wq);
 	inode_table_destroy(&fs);
 	close(fd);
 out_opts:
+	read_errors_destroy(&fs);
 	free(cmd.mountpoint);
 	fuse_opt_free_args(&args);
 	sm_options_free(&fs.opts);

@@ -3,6 +3,7 @@
 #include "fs.h"
 #include "log.h"
 #include "ops.h"
+#include "reqtrack.h"
 #include "sys.h"
 
 #include <dirent.h>
@@ -354,7 +355,10 @@ void sm_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void sm_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	int fd = dirfd(dirh_of(fi)->dp);
-	int r = datasync ? neg_errno(fdatasync(fd)) : neg_errno(fsync(fd));
+	int r;
+
+	reqtrack_waits_medium(fs_from_req(req)->req);
+	r = datasync ? neg_errno(fdatasync(fd)) : neg_errno(fsync(fd));
 
 	fuse_reply_err(req, -r);
 }

@@ -4,10 +4,19 @@
 #include "fs.h"
 #include "log.h"
 #include "ops.h"
+#include "reqtrack.h"
 #include "sys.h"
 
+#include <inttypes.h>
+#include <limits.h>
 #include <linux/falloc.h>
 #include <string.h>
+
+/* Read errors in the log: at most this many lines per interval per mount;
+ * the count of those held back comes with the next line (and every one is
+ * counted in status). */
+#define READ_ERR_LOG_BURST 5
+#define READ_ERR_LOG_INTERVAL_NS (60 * 1000000000ll)
 
 static struct sm_fh *fh_of(struct fuse_file_info *fi)
 {
@@ -141,37 +150,97 @@ out_err:
 	fuse_reply_err(req, -r);
 }
 
+void read_errors_init(struct slowmedia *fs)
+{
+	struct sm_read_errors *e = &fs->rerr;
+
+	pthread_mutex_init(&e->lock, NULL);
+	e->log = (struct sm_ratelimit)SM_RATELIMIT_INIT(READ_ERR_LOG_INTERVAL_NS,
+							READ_ERR_LOG_BURST);
+}
+
+void read_errors_destroy(struct slowmedia *fs)
+{
+	pthread_mutex_destroy(&fs->rerr.lock);
+	g_free(fs->rerr.path);
+	fs->rerr.path = NULL;
+}
+
+uint64_t read_errors_get(struct slowmedia *fs, char **path, int *error, int64_t *age_ns)
+{
+	struct sm_read_errors *e = &fs->rerr;
+	uint64_t n;
+
+	pthread_mutex_lock(&e->lock);
+	n = e->count;
+	*path = g_strdup(e->path);
+	*error = e->error;
+	*age_ns = n ? sm_now_ns() - e->at_ns : 0;
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+/* The lower refused a read of fh (err: -errno): count it, and log it unless
+ * the rate limit holds it back. The log line is written outside the lock. */
+static void note_read_error(struct slowmedia *fs, struct sm_fh *fh, int err, size_t size,
+			    off_t off)
+{
+	struct sm_read_errors *e = &fs->rerr;
+	char proc[PROC_FD_PATH_MAX], raw[PATH_MAX], esc[512];
+	const char *path = "(unknown path)";
+	uint64_t missed = 0;
+	ssize_t len;
+	bool log;
+
+	if (err == -EINTR || err == -EAGAIN)
+		return; /* the caller's doing, not the medium's */
+	len = readlink(proc_fd_path(proc, fh->fd), raw, sizeof(raw) - 1);
+	if (len > 0) {
+		raw[len] = '\0';
+		path = raw;
+	}
+	pthread_mutex_lock(&e->lock);
+	e->count++;
+	e->error = err;
+	e->at_ns = sm_now_ns();
+	g_free(e->path);
+	e->path = g_strdup(path);
+	log = sm_ratelimit_pass(&e->log, e->at_ns, &missed);
+	pthread_mutex_unlock(&e->lock);
+	if (!log)
+		return;
+	if (missed)
+		sm_err("%" PRIu64 " read error%s not logged before this one (at most %d lines in "
+		       "%lld s; status counts them all)",
+		       missed, missed == 1 ? "" : "s", READ_ERR_LOG_BURST,
+		       READ_ERR_LOG_INTERVAL_NS / 1000000000ll);
+	sm_err("read of %s failed (%zu bytes at %lld): %s", sm_log_escape(path, esc, sizeof(esc)),
+	       size, (long long)off, g_strerror(-err));
+}
+
+/*
+ * Always a pread into our buffer, with the queued data laid over it where
+ * there is any. libfuse's fuse_reply_data from the lower fd would copy the
+ * same (we do not ask for FUSE_CAP_SPLICE_WRITE), but it answers a failed
+ * read itself and does not tell us: the error would go unlogged.
+ */
 void sm_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	     struct fuse_file_info *fi)
 {
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_fh *fh = fh_of(fi);
 	struct wq_file *wqf = inode_wqf(fh->inode);
-	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
-	char *data;
+	char *data = g_malloc(size);
 	ssize_t n;
 
-	if (!wqf) {
-		/* Nothing was ever queued here: let libfuse splice from the lower
-		 * fd. (Files written through the mount are read with pread even
-		 * once clean: on a slow medium the splice path's smaller reads of
-		 * the lower cost more than the copy; measured in the quick bench.) */
-		buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-		buf.buf[0].fd = fh->fd;
-		buf.buf[0].pos = off;
-		int64_t t0 = wq_read_begin(fs->wq);
-		__atomic_add_fetch(&fs->read_bytes, size, __ATOMIC_RELAXED);
-		fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
-		wq_read_end(fs->wq, t0);
-		return;
-	}
-	data = g_malloc(size);
 	n = wq_read(fs->wq, wqf, fh->fd, data, size, off);
 	__atomic_add_fetch(&fs->read_bytes, size, __ATOMIC_RELAXED);
-	if (n < 0)
+	if (n < 0) {
+		note_read_error(fs, fh, (int)n, size, off);
 		fuse_reply_err(req, (int)-n);
-	else
+	} else {
 		fuse_reply_buf(req, data, (size_t)n);
+	}
 	g_free(data);
 }
 
@@ -242,6 +311,8 @@ void sm_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 	wqf = wq_file_attach(fs->wq, &fh->inode->wqf, fh->inode);
 	n = write_data(in_buf, &data, &owned);
 	/* A sync write waits for the medium anyway: it may wait for room here. */
+	if (sync)
+		reqtrack_waits_medium(fs->req);
 	if (n > 0)
 		n = wq_write(fs->wq, wqf, fh->fd, data, (size_t)n, off,
 			     sync ? NULL : parked_write_done, req);
@@ -249,6 +320,7 @@ void sm_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 	if (n == WQ_PARKED)
 		return;
 	if (n > 0 && sync) {
+		reqtrack_waits_medium(fs->req);
 		r = wq_fsync(fs->wq, wqf, fh->fd, (fi->flags & O_SYNC) != O_SYNC);
 		if (r < 0)
 			n = r;
@@ -280,6 +352,8 @@ void sm_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	/* close() does not wait for the medium, unless sync_close; but an error
 	 * already known is the writer's to hear. */
+	if (wqf && fs->opts.sched.sync_close)
+		reqtrack_waits_medium(fs->req);
 	if (wqf)
 		r = fs->opts.sched.sync_close ? wq_flush_file(fs->wq, wqf) : wq_error(fs->wq, wqf);
 	if (r == 0)
@@ -300,6 +374,7 @@ void sm_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 	struct wq_file *wqf = inode_wqf(fh->inode);
 	int r;
 
+	reqtrack_waits_medium(fs->req);
 	if (wqf)
 		r = wq_fsync(fs->wq, wqf, fh->fd, datasync);
 	else
@@ -329,6 +404,7 @@ void sm_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
 	}
 	/* Writes made before must be on the lower first; collapse and insert
 	 * move the file's bytes, so nothing may stay queued at all. */
+	reqtrack_waits_medium(fs->req);
 	if (wqf)
 		r = (mode & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE))
 			    ? wq_settle_file(fs->wq, wqf)

@@ -6,6 +6,7 @@
  * the user sees them at once and nothing is mounted.
  */
 #include "options.h"
+#include "reqtrack.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -109,6 +110,13 @@ static int handle_mount_opt(struct parse_ctx *c, const char *arg)
 			o->fstype = g_strdup(arg + 7);
 		return 0;
 	}
+	if (strncmp(arg, "req_bound=", 10) == 0) {
+		if (sm_parse_uint(arg + 10, 1, REQ_BOUND_S_MAX, &o->req_bound_s) < 0)
+			g_ptr_array_add(c->errors,
+					g_strdup_printf("%s: seconds from 1 to %u", arg,
+							REQ_BOUND_S_MAX));
+		return 0;
+	}
 	/* Not plain suid/dev: mount.fuse3 adds those to every mount it runs. */
 	if (strcmp(arg, "allow_suid") == 0) {
 		o->allow_suid = true;
@@ -126,6 +134,11 @@ static int handle_mount_opt(struct parse_ctx *c, const char *arg)
 	if (key_in(arg, fuse_keys, false) || key_in(arg, fuse_valued_keys, true)) {
 		if (strcmp(arg, "allow_other") == 0)
 			o->allow_other = true;
+		/* Passed on to libfuse, and remembered for fstype='s private mount. */
+		if (strcmp(arg, "ro") == 0 || strcmp(arg, "rw") == 0)
+			o->read_only = arg[1] == 'o';
+		if (strcmp(arg, "noexec") == 0 || strcmp(arg, "exec") == 0)
+			o->noexec = arg[0] == 'n';
 		if (strcmp(arg, "default_permissions") == 0)
 			o->default_permissions = true;
 		if (strncmp(arg, "fsname=", 7) == 0)
@@ -177,6 +190,7 @@ int sm_options_parse(int argc, char **argv, struct sm_options *o, struct fuse_ar
 
 	memset(o, 0, sizeof(*o));
 	sched_opts_init(&o->sched);
+	o->req_bound_s = REQ_BOUND_S_DEFAULT;
 	*args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	if (fuse_opt_parse(args, &c, sm_opt_spec, opt_proc) == -1)
 		return -1;
@@ -264,6 +278,8 @@ void sm_options_print_help(const char *prog)
 	       "    -o fstype=TYPE         SOURCE is a block device: mount it privately\n"
 	       "    -o allow_suid          honour setuid bits, if the lower mount does\n"
 	       "    -o allow_dev           honour device nodes, if the lower mount does\n"
+	       "    -o req_bound=S         log a request that takes longer than S seconds,\n"
+	       "                           fsync and other waits for the medium aside (10)\n"
 	       "    fstab-only keys (auto, noauto, nofail, _netdev, user, users, x-*) are ignored\n\n",
 	       prog, sched_opts_help());
 }

@@ -14,9 +14,12 @@ struct sm_options {
 	bool allow_other;
 	bool allow_suid;   /* honour the medium's setuid bits, where the lower mount does */
 	bool allow_dev;    /* honour its device nodes, where the lower mount does */
+	bool read_only;    /* ro (the last of ro/rw): also for the private mount of fstype= */
+	bool noexec;	   /* noexec (the last of noexec/exec): the same */
 	bool default_permissions;
 	bool has_fsname;
 	bool has_max_threads;
+	unsigned req_bound_s; /* req_bound=: a request taking longer is logged */
 	bool show_help;
 	bool show_version;
 };

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static inline int neg_errno(long r)
@@ -25,4 +27,13 @@ static inline const char *proc_fd_path(char buf[PROC_FD_PATH_MAX], int fd)
 {
 	snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%d", fd);
 	return buf;
+}
+
+/* CLOCK_MONOTONIC in ns. */
+static inline int64_t sm_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }

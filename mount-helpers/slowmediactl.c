@@ -257,7 +257,8 @@ static bool text_field(const char *key)
 {
 	static const char *const text[] = {"mountpoint", "source", "device", "fstype",
 					   "label",	 "state",  "class",  "group",
-					   "arbiter",	 "path",   "code",   NULL};
+					   "arbiter",	 "path",   "code",   "read_error_path",
+					   "read_error_code", "oldest_request", NULL};
 	return g_strv_contains(text, key);
 }
 
@@ -450,6 +451,39 @@ static void human_errors(GString *o, const struct ctlc_mount *m)
 	}
 }
 
+static void human_read_errors(GString *o, const struct ctl_msg *s)
+{
+	uint64_t n = get_u(s, "read_errors");
+	g_autofree char *p = ctlc_fmt_text(get_s(s, "read_error_path"));
+	g_autofree char *code = ctlc_fmt_text(get_s(s, "read_error_code"));
+	g_autofree char *ago = ctlc_fmt_eta(get_i(s, "read_error_age_s", -1));
+
+	if (!n)
+		return;
+	g_string_append_printf(o, "  reads     %" G_GUINT64_FORMAT " refused by the medium; the "
+			       "last: %s: %s, %s ago\n", n, p, code, ago);
+}
+
+/* FUSE requests in flight (those waiting for the medium by request aside). */
+static void human_requests(GString *o, const struct ctl_msg *s)
+{
+	uint64_t n = get_u(s, "requests"), slow = get_u(s, "slow_requests");
+	g_autofree char *op = ctlc_fmt_text(get_s(s, "oldest_request"));
+	double bound = (double)get_u(s, "req_bound_ms") / 1000;
+
+	if (!n && !slow)
+		return;
+	g_string_append_printf(o, "  requests  %" G_GUINT64_FORMAT " in flight", n);
+	if (n && *op)
+		g_string_append_printf(o, ", the oldest: %s by pid %" G_GUINT64_FORMAT ", %.1f s",
+				       op, get_u(s, "oldest_request_pid"),
+				       (double)get_u(s, "oldest_request_ms") / 1000);
+	if (slow)
+		g_string_append_printf(o, "; %" G_GUINT64_FORMAT " took over the %.0f s bound",
+				       slow, bound);
+	g_string_append_c(o, '\n');
+}
+
 /* base: what was queued when the watch began (0: compare with written+queued). */
 static void human_mount(GString *o, const struct ctlc_mount *m, bool tty, uint64_t base)
 {
@@ -469,6 +503,8 @@ static void human_mount(GString *o, const struct ctlc_mount *m, bool tty, uint64
 	human_settings(o, s);
 	human_spool(o, s);
 	human_errors(o, m);
+	human_read_errors(o, s);
+	human_requests(o, s);
 	g_string_append_printf(o, "  daemon    pid %s, uid %s\n", get_s(s, "pid"),
 			       get_s(s, "uid"));
 }

@@ -46,7 +46,15 @@
  *   flush_rate (bytes/s the medium takes, capped by rate=; 0 unknown) eta_s
  *   (-1 unknown) written_bytes chunks errors (files failing now) rate (cap,
  *   0 none) latency_ms prio class weight group arbiter (connected|alone|off)
- *   arbiter_id read_bytes pid uid. A progress record has state, the queue
+ *   arbiter_id read_bytes read_errors (reads the lower refused since the
+ *   mount) read_error_path read_error_code read_error_age_s (the last of
+ *   them: lower path, ERRNAME, seconds ago; "", "", -1 when none) requests
+ *   (FUSE requests in flight but those waiting for the medium at their
+ *   caller's wish: fsync, sync writes, sync_close, fallocate; writes held by
+ *   backpressure are not in flight here either) oldest_request (its op, ""
+ *   when none) oldest_request_pid oldest_request_ms slow_requests (requests
+ *   that took longer than req_bound_ms since the mount) req_bound_ms pid uid.
+ *   A progress record has state, the queue
  *   fields (queued_bytes ... errors) and rate.
  */
 #pragma once

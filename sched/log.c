@@ -326,3 +326,20 @@ void sm_log(int prio, const char *fmt, ...)
 	sm_vlog(prio, fmt, ap);
 	va_end(ap);
 }
+
+bool sm_ratelimit_pass(struct sm_ratelimit *rl, int64_t now_ns, uint64_t *missed)
+{
+	if (rl->window_ns == INT64_MIN || now_ns - rl->window_ns >= rl->interval_ns ||
+	    now_ns < rl->window_ns) {
+		rl->window_ns = now_ns;
+		rl->used = 0;
+	}
+	if (rl->used >= rl->burst) {
+		rl->missed++;
+		return false;
+	}
+	rl->used++;
+	*missed = rl->missed;
+	rl->missed = 0;
+	return true;
+}

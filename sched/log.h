@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <syslog.h>
 
 /* Overrides the log file, and makes the daemon use it even beside a syslog. */
@@ -38,6 +39,25 @@ void sm_vlog(int prio, const char *fmt, va_list ap) __attribute__((format(printf
  * ends in "...". Returns out.
  */
 char *sm_log_escape(const char *s, char *out, size_t size);
+
+/*
+ * A log line that may repeat without end (a reader looping on a bad sector)
+ * goes through a rate limit: at most burst lines per interval; what is held
+ * back is counted and told with the next line let through. The caller
+ * serializes calls on one limit; time comes from the caller (pure logic).
+ */
+struct sm_ratelimit {
+	int64_t interval_ns;
+	unsigned burst;
+	int64_t window_ns; /* when the current window began */
+	unsigned used;	   /* lines let through in it */
+	uint64_t missed;   /* held back since the last line let through */
+};
+#define SM_RATELIMIT_INIT(interval, n)                                                   \
+	{.interval_ns = (interval), .burst = (n), .window_ns = INT64_MIN}
+/* Whether a line may go out at now_ns; when it may, *missed is how many were
+ * held back before it (then reset). */
+bool sm_ratelimit_pass(struct sm_ratelimit *rl, int64_t now_ns, uint64_t *missed);
 
 #define sm_err(...) sm_log(LOG_ERR, __VA_ARGS__)
 #define sm_warn(...) sm_log(LOG_WARNING, __VA_ARGS__)

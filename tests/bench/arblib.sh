@@ -118,7 +118,8 @@ smx_up() {
 	fi
 	"$SLOWMEDIA_BIN" "$mnt" "$mnt" -f -o "$opts" </dev/null >"$MEDIA_STATE/sm-$key.log" 2>&1 &
 	SMX_PID[$key]=$!
-	for ((i = 0; i < 100; i++)); do
+	# SMX_UP_WAIT_S: longer for a mount that replays a spool first
+	for ((i = 0; i < ${SMX_UP_WAIT_S:-10} * 10; i++)); do
 		smx_mounted "$mnt" && [ -S "$(smx_sock "$key")" ] && return 0
 		kill -0 "${SMX_PID[$key]}" 2>/dev/null || break
 		sleep 0.1

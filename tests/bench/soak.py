@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """soak.py: the workers, the sampler and the checks of tests/bench/soak.sh.
 
-  soak.py writer DIR MODEL SEED END STATS BUDGET_MIB
+  soak.py writer DIR MODEL SEED END STATS BUDGET_MIB [DOWN]
       Until the epoch END: files of random sizes made in DIR (a slowmedia
       mount's directory, this writer's alone), random ranges overwritten,
       appended, truncated, renamed, deleted (so DIR stays under BUDGET_MIB),
@@ -10,13 +10,20 @@
       directory on a fast disk) once it succeeded on DIR, so MODEL holds what
       DIR must hold. The choices come from Random(SEED) only: a seed gives
       the same sequence of operations again. STATS (JSON) is rewritten every
-      few seconds and at the end.
-  soak.py reader MNT SEED END STATS
+      few seconds and at the end. DOWN: a file that exists while the mount's
+      daemon is being killed and mounted again (soak.sh --kill-at): no op
+      starts then, and an op the kill cut off (ENOTCONN, ECONNABORTED) is
+      counted as cut off, not as an error; its files are left out of the
+      check (what it left is unknown), everything acknowledged before stays
+      in the model.
+  soak.py reader MNT SEED END STATS [DOWN]
       Until END: random ranges or whole files of MNT's writers' directories
       read (each file picked from a listing of a random writer's directory),
       with a pause between reads, the kernel's cached pages dropped first
       half of the time; now and then every entry of the listing stat'ed.
   soak.py sample OUT T0 RUN_T0 MINUTES SLOWMEDIACTL STATS_DIR NAME=PID[:MNT:MODEL]...
+      (PID may be @FILE: the pid is read from FILE at each sample, so a
+      daemon started again is followed)
       /proc/PID of each process every second into OUT (TSV: t name pid and
       FIELDS: with MNT and MODEL, the fds on MNT's files are told apart and
       MODEL's files counted); every minute after RUN_T0 (an epoch),
@@ -104,6 +111,23 @@ def read_file(path, drop_cache):
         os.close(fd)
 
 
+# What an op on a mount whose daemon was killed gets (in flight; after).
+CUT_OFF = (errno.ENOTCONN, errno.ECONNABORTED)
+DOWN_POLL_S = 0.2
+
+
+def wait_up(down, end):
+    """Until the DOWN file is gone (the mount is back), or the deadline."""
+    t = time.monotonic()
+    while down and os.path.exists(down) and time.time() < end:
+        time.sleep(DOWN_POLL_S)
+    return time.monotonic() - t
+
+
+def cut_off(e, down):
+    return e.errno in CUT_OFF or bool(down and os.path.exists(down))
+
+
 def save_json(path, obj):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -149,8 +173,12 @@ def diff_blocks(a, b, bs=4096):
 # ---- writer -----------------------------------------------------------------
 
 class Writer:
-    def __init__(self, d, model, seed, end, stats, budget_mib):
+    def __init__(self, d, model, seed, end, stats, budget_mib, down=None):
         self.d, self.model, self.end, self.stats_path = d, model, end, stats
+        self.down = down
+        self.cut = []  # ops a kill of the daemon cut off (see cut_off_op)
+        self.tidy = []  # their files, to remove from the mount once it is back
+        self.down_s = 0.0  # time spent waiting for the mount to come back
         self.budget = budget_mib * MIB
         self.rng = random.Random(seed)
         self.files = {}  # name -> size, as the model has it
@@ -190,7 +218,7 @@ class Writer:
             "model_bytes": sum(self.files.values()), "fsync_ms": self.fsync_ms,
             "errors": self.errors, "excluded": self.excluded,
             "live_checks": self.live_checks, "live_diffs": self.live_diffs,
-            "slow_ops": self.slow_ops,
+            "slow_ops": self.slow_ops, "cut_off": self.cut, "down_s": round(self.down_s, 1),
         })
         self.last_save = time.time()
 
@@ -213,6 +241,37 @@ class Writer:
                 pass
             except OSError:
                 self.excluded.append(n)
+
+    def cut_off_op(self, op, names, e):
+        """The daemon was killed under op: what its files hold on the medium
+        is unknown (the op's acknowledged part must be there, the rest may
+        be): forgotten in the model and left out of the check. The mount is
+        down, so nothing is asked of it."""
+        self.cut.append({"op": op, "names": names, "errno": e.errno,
+                         "t": round(time.time() - self.t_start, 1)})
+        print("soak writer %s: %s %s cut off by the kill: %s" % (self.d, op, names, e),
+              file=sys.stderr, flush=True)
+        for n in names:
+            self.files.pop(n, None)
+            try:
+                os.unlink(self.paths(n)[1])
+            except OSError:
+                pass
+            self.excluded.append(n)
+            self.tidy.append(n)
+
+    def tidy_cut(self):
+        """The cut-off ops' files, removed from the mount once it is back, so
+        that it holds the model's files (they stay excluded from the check)."""
+        left = []
+        for n in self.tidy:
+            try:
+                os.unlink(self.paths(n)[0])
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(n)
+        self.tidy = left
 
     def pick(self):
         """A random file of ours; it is what the op touches (see failed)."""
@@ -375,6 +434,11 @@ class Writer:
     def run(self):
         os.makedirs(self.model, exist_ok=True)
         while time.time() < self.end:
+            self.down_s += wait_up(self.down, self.end)
+            if time.time() >= self.end:
+                break
+            if self.tidy:
+                self.tidy_cut()
             op = self.choose()
             self.cur = []
             t0 = time.time()
@@ -382,32 +446,42 @@ class Writer:
                 getattr(self, "op_" + op)()
                 self.count(op)
             except OSError as e:
-                self.failed(op, self.cur, e)
+                if cut_off(e, self.down):
+                    self.cut_off_op(op, self.cur, e)
+                    self.down_s += wait_up(self.down, self.end)
+                else:
+                    self.failed(op, self.cur, e)
             if time.time() - t0 >= SLOW_S:
                 self.slow_ops.append({"op": op, "paths": [os.path.join(self.d, n) for n in self.cur],
                                       "t0": round(t0, 3), "t1": round(time.time(), 3)})
             if time.time() - self.last_save >= STATS_EVERY_S:
                 self.save()
+        if self.tidy and not (self.down and os.path.exists(self.down)):
+            self.tidy_cut()
         self.save(done=True)
         return 0
 
 
 def writer_main(a):
-    d, model, seed, end, stats, budget = a
-    return Writer(d, model, int(seed), float(end), stats, int(budget)).run()
+    d, model, seed, end, stats, budget = a[:6]
+    down = a[6] if len(a) > 6 else None
+    return Writer(d, model, int(seed), float(end), stats, int(budget), down).run()
 
 
 # ---- reader -----------------------------------------------------------------
 
 def reader_main(a):
-    mnt, seed, end, stats_path = a
+    mnt, seed, end, stats_path = a[:4]
+    down = a[4] if len(a) > 4 else None
     end = float(end)
     rng = random.Random(int(seed))
     st = {"kind": "reader", "dir": mnt, "done": False, "reads": 0, "bytes": 0,
-          "enoent": 0, "listings": 0, "errors": [], "read_ms": [], "open_ms": [], "slow": []}
+          "enoent": 0, "listings": 0, "errors": [], "read_ms": [], "open_ms": [], "slow": [],
+          "cut_off": 0, "down_s": 0.0}
     t0 = time.time()
     last = 0.0
     while time.time() < end:
+        st["down_s"] += wait_up(down, end)
         try:
             dirs = sorted(e for e in os.listdir(mnt) if e.startswith("w"))
             if not dirs:
@@ -453,8 +527,12 @@ def reader_main(a):
         except FileNotFoundError:
             st["enoent"] += 1  # deleted or renamed by its writer meanwhile
         except OSError as e:
-            st["errors"].append({"error": str(e), "t": round(time.time() - t0, 1)})
-            print("soak reader %s: %s" % (mnt, e), file=sys.stderr, flush=True)
+            if cut_off(e, down):
+                st["cut_off"] += 1
+                st["down_s"] += wait_up(down, end)
+            else:
+                st["errors"].append({"error": str(e), "t": round(time.time() - t0, 1)})
+                print("soak reader %s: %s" % (mnt, e), file=sys.stderr, flush=True)
         if time.time() - last >= STATS_EVERY_S:
             save_json(stats_path, st)
             last = time.time()
@@ -545,7 +623,7 @@ def ctl_status(ctl):
 
 def worker_totals(stats_dir):
     t = {"wops": 0, "wbytes": 0, "fsyncs": 0, "fsync_max_ms": 0.0, "werr": 0,
-         "live": 0, "live_diffs": 0, "reads": 0, "rerr": 0}
+         "live": 0, "live_diffs": 0, "reads": 0, "rerr": 0, "cut": 0}
     for n in sorted(os.listdir(stats_dir)):
         if not n.endswith(".json"):
             continue
@@ -560,22 +638,38 @@ def worker_totals(stats_dir):
             t["fsyncs"] += len(s["fsync_ms"])
             t["fsync_max_ms"] = max([t["fsync_max_ms"]] + s["fsync_ms"])
             t["werr"] += len(s["errors"])
+            t["cut"] += len(s.get("cut_off", []))
             t["live"] += s["live_checks"]
             t["live_diffs"] += len(s["live_diffs"])
         else:
             t["reads"] += s["reads"]
             t["rerr"] += len(s["errors"])
+            t["cut"] += s.get("cut_off", 0)
     return t
 
 
 def sample_main(a):
     out, t0, run_t0, minutes, ctl, stats_dir = a[:6]
     t0, run_t0, minutes = float(t0), float(run_t0), int(minutes)
-    procs = []  # (name, pid, mnt, model)
+    specs = []  # (name, pid or @file, mnt, model)
     for spec in a[6:]:
         name, _, rest = spec.partition("=")
         pid, mnt, model = (rest.split(":") + [None, None])[:3]
-        procs.append((name, int(pid), mnt, model))
+        specs.append((name, pid, mnt, model))
+
+    def resolve():
+        out = []
+        for name, pid, mnt, model in specs:
+            if pid.startswith("@"):
+                try:
+                    with open(pid[1:]) as pf:
+                        pid = pf.read().strip()
+                except OSError:
+                    pid = "0"
+            out.append((name, int(pid or 0), mnt, model))
+        return out
+
+    procs = resolve()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     peak_threads = {p[0]: 0 for p in procs}
@@ -587,7 +681,14 @@ def sample_main(a):
         while not stop:
             now = time.time()
             cur = {}
+            was = {p[0]: p[1] for p in procs}
+            procs = resolve()
             for name, pid, mnt, model in procs:
+                if pid != was.get(name):
+                    gone.discard(name)
+                    f.write("%.3f\trestart\t%s\t%d\n" % (now, name, pid))
+                    print("[%4ds] %s is now pid %d" % (now - t0, name, pid),
+                          file=sys.stderr, flush=True)
                 s = proc_sample(pid, mnt, model)
                 if s is None:
                     if name not in gone:
@@ -645,9 +746,10 @@ def print_minute(ts, minute, procs, cur, st, prev, stats_dir):
         print(line, file=sys.stderr)
     t = worker_totals(stats_dir)
     print("[%4ds] min %2d  workers: %d writer ops, %.1f MiB written, %d fsyncs (max %.1f s), "
-          "%d live checks (%d diffs), %d reads, errors %d" % (
+          "%d live checks (%d diffs), %d reads, errors %d%s" % (
               ts, minute, t["wops"], t["wbytes"] / MIB, t["fsyncs"], t["fsync_max_ms"] / 1000.0,
-              t["live"], t["live_diffs"], t["reads"], t["werr"] + t["rerr"]),
+              t["live"], t["live_diffs"], t["reads"], t["werr"] + t["rerr"],
+              ", %d ops cut off by the kill" % t["cut"] if t["cut"] else ""),
           file=sys.stderr, flush=True)
     return stalled
 
@@ -784,12 +886,15 @@ def load_samples(path):
                 marks[p[2]] = float(p[0])
             elif p[1] == "stall":
                 marks.setdefault("stall:" + p[2], []).append(int(p[3]))
+            elif p[1] == "restart":
+                marks.setdefault("restart:" + p[2], []).append((float(p[0]), int(p[3])))
             elif len(p) > 3 and p[3] == "gone":
                 gone[p[1]] = float(p[0])
             elif len(p) == 3 + len(FIELDS):
                 s = dict(zip(FIELDS, map(int, p[3:])))
                 s.update({"t": float(p[0]), "pid": int(p[2])})
                 series.setdefault(p[1], []).append(s)
+                gone.pop(p[1], None)  # started again (soak.sh --kill-at)
     return series, minutes, gone, marks
 
 
@@ -823,7 +928,11 @@ class Bounds:
 
 def process_record(name, kind, s, minutes, tnames, gone):
     keep = ("rss_kib", "fds", "threads", "files", "mnt_fds", "deleted_fds")
-    return {"process": name, "kind": kind, "pid": s[0]["pid"], "samples": len(s),
+    pids = []
+    for x in s:
+        if x["pid"] not in pids:
+            pids.append(x["pid"])
+    return {"process": name, "kind": kind, "pid": s[0]["pid"], "pids": pids, "samples": len(s),
             "peak_rss_kib": max(x["rss_kib"] for x in s), "vmhwm_kib": max(x["hwm_kib"] for x in s),
             "peak_fds": max(x["fds"] for x in s), "peak_threads": max(x["threads"] for x in s),
             "thread_names_at_peak": tnames.get(name, {}).get("names", {}), "gone_at": gone.get(name),
@@ -922,6 +1031,9 @@ def workers_summary(writers, readers):
         "open_p50_ms": pct(opens, 50), "open_p99_ms": pct(opens, 99),
         "open_max_ms": max(opens) if opens else None,
         "reader_errors": sum(len(r["errors"]) for r in readers),
+        "cut_off_writer_ops": sum(len(w.get("cut_off", [])) for w in writers),
+        "cut_off_reads": sum(r.get("cut_off", 0) for r in readers),
+        "down_s_max": max([w.get("down_s", 0.0) for w in writers + readers] or [0.0]),
         "reader_enoent": sum(r["enoent"] for r in readers),
         "unfinished": [w["name"] for w in writers + readers if not w.get("done")],
     }
@@ -1000,6 +1112,14 @@ def verdicts(meta, tot, check):
             v("e2fsck -fn %s" % k, True, "rc %s, with the ext2 still mounted in another mount "
               "namespace (not conclusive)" % rc)
     v("one arbiter through the run", meta["arbiter_same"], meta["arbiter_note"])
+    k = meta.get("kill")
+    if k:
+        v("kill -9 of %s at minute %s, mounted again over the same spool" % (k["mount"], k["at_min"]),
+          k.get("remounted") is True,
+          "pid %s killed, pid %s mounted %s s later (%s); %d writer ops and %d reads cut off, "
+          "their files left out of the check" % (
+              k.get("old_pid"), k.get("new_pid"), k.get("down_s"),
+              k.get("replay") or "no replay line", tot["cut_off_writer_ops"], tot["cut_off_reads"]))
     return out
 
 
@@ -1071,6 +1191,11 @@ def print_report(procs, bounds, checks, tot, meta):
             "%s/%s/%d" % (f1 and f1["threads"], fl and fl["threads"], p["peak_threads"]),
             fds_cell(f1), fds_cell(fl), fds_cell(p.get("drained")), p["peak_fds"]))
     for p in procs:
+        if len(p.get("pids", [])) > 1:
+            print("%s: pids %s (started again: the table spans all of them, first minute of "
+                  "the first, last minute of the last)" % (
+                      p["process"], " then ".join(str(x) for x in p["pids"])))
+    for p in procs:
         print("threads of %s at its peak: %s" % (p["process"], ", ".join(
             "%s %d" % kv for kv in sorted(p["thread_names_at_peak"].items()))))
     ops = ", ".join("%s %d" % kv for kv in sorted(tot["ops"].items()))
@@ -1095,6 +1220,10 @@ def print_report(procs, bounds, checks, tot, meta):
         if meta["drain_s"][k] is not None and meta["daemon_exit_s"][k] is not None:
             print("%s: drain %.1f s, then umount %.1f s and the daemon's exit %.1f s" % (
                 k, meta["drain_s"][k], meta["umount_s"][k], meta["daemon_exit_s"][k]))
+    sr = meta.get("slow_requests") or {}
+    if any(v is not None for v in sr.values()):
+        print("FUSE requests past req_bound= (fsync and backpressured writes aside; the last "
+              "daemon of each mount): %s" % ", ".join("%s %s" % kv for kv in sorted(sr.items())))
     for b in bounds:
         if b["value"] is None:
             val = "missing"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # tests/bench/soak.sh [--full|--quick] [--minutes N] [--json FILE] [--opts OPTS] [--seed N] [--img-mb N]
+#                     [--kill-at MIN]
 #
 # The soak benchmark (not CI): two slowmedia mounts over two ext2 DVD-RAM
 # images behind one slowdev head (one arbiter group, the arbiter on), 4
@@ -20,6 +21,17 @@
 # files, none on deleted ones; threads <= max_threads + 16 (arbiter: the
 # first minute's + 4). Exit 0 if every bound and check passes, 1
 # otherwise, 77 without root or a build. See README.md, "Soak".
+#
+# --kill-at MIN: both mounts get spool= (DIR/spool, unless --opts has one),
+# and MIN minutes into the load m1's daemon is killed with SIGKILL: its
+# workers stop starting ops (a flag file), the ops in flight are cut off
+# (ENOTCONN/ECONNABORTED: counted apart, their files left out of the
+# check and removed once the mount is back), the dead mount is detached and slowmedia mounted again over the
+# same medium with the same spool (the replay puts what was acknowledged
+# but not yet flushed on the medium before the mount comes up); then the
+# workers go on. The model check at the end must find no difference:
+# every op acknowledged before the kill is in the model and must be on the
+# medium.
 set -u -o pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,6 +58,8 @@ SLOW_EXIT_S=5 # a daemon's exit after its umount: longer, and its stacks are tak
 STALL_ABORT_S=${SOAK_STALL_ABORT_S:-180} # no byte to the medium for this long after the deadline: stuck
 WORKER_GRACE_S=600 # after the deadline, for the op in progress (a 4 MiB write under backpressure)
 DRAIN_T=600
+KILL_SETTLE_S=2   # --kill-at: between the kill and the detach of the dead mount
+REMOUNT_WAIT_S=1800 # --kill-at: for the replay (a whole spool segment, up to 64 MiB, on a shared head) and the mount
 
 usage() {
 	cat <<EOF
@@ -60,10 +74,13 @@ usage: tests/bench/soak.sh [--full|--quick] [--minutes N] [--json FILE] [--opts 
   --seed N     the writers' seeds are N+1..N+8 (default: the pid): a seed
                gives a writer the same sequence of operations again
   --img-mb N   size of each image (default 256)
+  --kill-at MIN  with spool= on both mounts (added when --opts has none),
+               kill -9 m1's daemon MIN minutes into the load and mount it
+               again over the same spool (the replay); the workers go on
 EOF
 }
 
-mode=full minutes='' json='' opts=arbiter=auto,latency=100,queue=8M seed=$$ img_mb=256
+mode=full minutes='' json='' opts=arbiter=auto,latency=100,queue=8M seed=$$ img_mb=256 kill_at=
 cmdline="$*"
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -74,18 +91,23 @@ while [ $# -gt 0 ]; do
 	--opts) opts=${2:?--opts needs options}; shift ;;
 	--seed) seed=${2:?--seed needs a number}; shift ;;
 	--img-mb) img_mb=${2:?--img-mb needs a size}; shift ;;
+	--kill-at) kill_at=${2:?--kill-at needs a minute}; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "soak: unknown argument $1" >&2; usage >&2; exit 2 ;;
 	esac
 	shift
 done
 [ -n "$minutes" ] || { [ "$mode" = quick ] && minutes=2 || minutes=20; }
-for v in minutes seed img_mb; do
+for v in minutes seed img_mb ${kill_at:+kill_at}; do
 	if [[ ! ${!v} =~ ^[0-9]+$ ]] || [ "${!v}" = 0 ]; then
 		echo "soak: bad --${v/_/-} ${!v}" >&2
 		exit 2
 	fi
 done
+if [ -n "$kill_at" ] && [ "$kill_at" -ge "$minutes" ]; then
+	echo "soak: --kill-at $kill_at is not within the $minutes minutes of load" >&2
+	exit 2
+fi
 json=${json:-$SLOWMEDIA_BUILD/bench-soak.json}
 if [ "$(id -u)" != 0 ]; then
 	echo "soak: needs root (loop devices, mounts)" >&2
@@ -222,6 +244,39 @@ exit_stacks() {
 	SLOW_EXITS+=("$MEDIA_STATE/exit-$1.txt")
 }
 
+# kill_restart KEY: SIGKILL to KEY's daemon, the dead mount detached, the
+# daemon started again over the same medium and spool (the replay runs
+# before it mounts); the workers of KEY wait meanwhile (DOWN flag file).
+kill_restart() {
+	local k=$1 old=${SMX_PID[$1]} t0 spool_b q_b
+	read -r q_b spool_b < <("$SLOWMEDIACTL" status "${MNT[$k]}" --json 2>/dev/null | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["mounts"][0]
+print(m.get("queued_bytes", "?"), m.get("spool_bytes", "?"))')
+	: >"$MEDIA_STATE/down-$k"
+	t0=$EPOCHREALTIME
+	kill -KILL "$old"
+	wait "$old" 2>/dev/null
+	KILL_OLD_PID=$old
+	log "== kill -9 of $k's daemon (pid $old) at minute $kill_at: $q_b bytes queued," \
+		"$spool_b in the spool"
+	# What was in flight gets ECONNABORTED, what comes next ENOTCONN: give
+	# the ops that had begun time to hit the dead mount, not the bare lower.
+	sleep "$KILL_SETTLE_S"
+	umount -l "${MNT[$k]}" || { log "cannot detach the dead mount ${MNT[$k]}"; return 1; }
+	mv "$MEDIA_STATE/sm-$k.log" "$MEDIA_STATE/sm-$k.killed.log"
+	SMX_UP_WAIT_S=$REMOUNT_WAIT_S smx_up "$k" "${MNT[$k]}" "$opts" || return 1
+	echo "${SMX_PID[$k]}" >"$MEDIA_STATE/pid-$k"
+	KILL_NEW_PID=${SMX_PID[$k]}
+	KILL_DOWN_S=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+	KILL_REPLAY=$(grep -o 'spool replay: [0-9]* records (.*' "$MEDIA_STATE/sm-$k.log" | tail -1)
+	export KILL_REPLAY
+	rm -f "$MEDIA_STATE/down-$k"
+	log "  $k: mounted again as pid ${SMX_PID[$k]}, ${KILL_DOWN_S} s after the kill;" \
+		"${KILL_REPLAY:-no replay line in its log}"
+	KILLED=yes
+}
+
 # Unmounts slowmedia on KEY (queue empty: a plain umount) and waits for its
 # daemon's exit status: EXIT_RC[KEY], or "held" if it was killed after
 # FOREIGN_WAIT_S while another mount namespace still had the mount.
@@ -290,7 +345,7 @@ finish() {
 	local early=$1 rc arb_same=False f
 	[ -n "${ARB_END:-}" ] && [ "$ARB_END" = "$ARB_PID" ] && arb_same=True
 	python3 - "$META" <<EOF
-import json, sys
+import json, os, sys
 def num(v):
     return None if v == "" else float(v) if "." in v else int(v) if v.lstrip("-").isdigit() else v
 keys = ("m1", "m2")
@@ -314,6 +369,11 @@ json.dump({"commit": "$COMMIT", "mode": "$mode", "minutes": $minutes, "opts": "$
            "fsck": per(["${FSCK_RC[m1]:-}", "${FSCK_RC[m2]:-}"]),
            "hung": "${HUNG[*]}".split(), "crashed": "${CRASHED[*]}".split(),
            "arbiter_same": $arb_same,
+           "slow_requests": per(["${SLOW_REQ[m1]:-}", "${SLOW_REQ[m2]:-}"]),
+           "kill": None if "$kill_at" == "" else {"mount": "m1", "at_min": num("$kill_at"),
+                    "old_pid": num("${KILL_OLD_PID:-}"), "new_pid": num("${KILL_NEW_PID:-}"),
+                    "remounted": "${KILLED:-}" == "yes", "down_s": num("${KILL_DOWN_S:-}"),
+                    "replay": os.environ.get("KILL_REPLAY", "")},
            "arbiter_note": "pid $ARB_PID at the start, ${ARB_END:-not read} at the end",
            "load_end": open("/proc/loadavg").read().split()[:3]}, open(sys.argv[1], "w"))
 EOF
@@ -335,6 +395,9 @@ EOF
 
 # ---- the run ------------------------------------------------------------------
 
+if [ -n "$kill_at" ] && [[ ",$opts," != *",spool="* ]]; then
+	opts+=,spool=$MEDIA_STATE/spool
+fi
 COMMIT=$(build_commit)
 printf '# tests/bench/soak.sh %s   (SLOWMEDIA_BUILD=%s: commit %s)\n' "$cmdline" "$SLOWMEDIA_BUILD" "$COMMIT"
 printf '# started %s; load: %s\n' "$(date -Iseconds)" "$(cat /proc/loadavg)"
@@ -353,12 +416,12 @@ ARB_IMG_MB=$img_mb
 KEYS=(m1 m2)
 # What the end of the run finds, by mount (see finish).
 SLOW_EXITS=() HUNG=() CRASHED=() STALLED='' ARB_END=''
-declare -A DRAIN_S=() DRAIN_RC=() EXIT_RC=() FSCK_RC=() UMOUNT_S=() EXITED_S=() FOREIGN=()
+declare -A DRAIN_S=() DRAIN_RC=() EXIT_RC=() FSCK_RC=() UMOUNT_S=() EXITED_S=() FOREIGN=() SLOW_REQ=()
 declare -A RELEASED=([m1]=yes [m2]=yes)
 declare -A MNT=([m1]=$MEDIA_STATE/m1 [m2]=$MEDIA_STATE/m2)
 
 log "soak: mode $mode, $minutes min; two dvdram images of $img_mb MiB on one head;" \
-	"slowmedia -o $opts; seed $seed"
+	"slowmedia -o $opts; seed $seed${kill_at:+; kill -9 of m1 at minute $kill_at}"
 arb_bus_up "m1:dvdram:ext2:${MNT[m1]}" "m2:dvdram:ext2:${MNT[m2]}" || exit 1
 declare -A BUDGET=()
 for k in "${KEYS[@]}"; do
@@ -401,10 +464,11 @@ done
 log "$((WRITERS_PER_MOUNT * 2)) directories made in" \
 	"$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s"
 
+for k in "${KEYS[@]}"; do echo "${SMX_PID[$k]}" >"$MEDIA_STATE/pid-$k"; done
 RUN_T0=$(awk -v n="$EPOCHREALTIME" 'BEGIN { printf "%.3f", n }')
 RUN_END=$(awk -v t="$RUN_T0" -v m="$minutes" 'BEGIN { printf "%.3f", t + m * 60 }')
 python3 "$here/soak.py" sample "$SAMPLES" "$T0" "$RUN_T0" "$minutes" "$SLOWMEDIACTL" "$STATS" \
-	"m1=${SMX_PID[m1]}:${MNT[m1]}:$MODEL/m1" "m2=${SMX_PID[m2]}:${MNT[m2]}:$MODEL/m2" \
+	"m1=@$MEDIA_STATE/pid-m1:${MNT[m1]}:$MODEL/m1" "m2=@$MEDIA_STATE/pid-m2:${MNT[m2]}:$MODEL/m2" \
 	"arbiter=$ARB_PID" &
 SAMPLER=$!
 media_on_exit sampler "kill $SAMPLER 2>/dev/null; wait $SAMPLER 2>/dev/null"
@@ -420,14 +484,15 @@ for k in "${KEYS[@]}"; do
 		w=$k-w$i
 		n=$((n + 1))
 		start_worker "$w" writer "${MNT[$k]}/w$i" "$MODEL/$k/w$i" "$((seed + n))" \
-			"$RUN_END" "$STATS/$w.json" "${BUDGET[$k]}"
+			"$RUN_END" "$STATS/$w.json" "${BUDGET[$k]}" "$MEDIA_STATE/down-$k"
 	done
 done
 for k in "${KEYS[@]}"; do
 	for ((i = 0; i < READERS_PER_MOUNT; i++)); do
 		w=$k-r$i
 		n=$((n + 1))
-		start_worker "$w" reader "${MNT[$k]}" "$((seed + 100 + n))" "$RUN_END" "$STATS/$w.json"
+		start_worker "$w" reader "${MNT[$k]}" "$((seed + 100 + n))" "$RUN_END" "$STATS/$w.json" \
+			"$MEDIA_STATE/down-$k"
 	done
 done
 log "== ${#WORKERS[@]} workers started; load for $minutes min"
@@ -437,8 +502,15 @@ log "== ${#WORKERS[@]} workers started; load for $minutes min"
 # workers still wait means the daemons are stuck: no drain could end.
 limit=$(awk -v e="$RUN_END" -v g="$WORKER_GRACE_S" 'BEGIN { printf "%d", e + g }')
 last_w=$(slowdev_stat "$ARB_BUS" write_bytes) last_t=$EPOCHSECONDS
+KILL_T=
+[ -n "$kill_at" ] && KILL_T=$(awk -v t="$RUN_T0" -v m="$kill_at" 'BEGIN { printf "%d", t + m * 60 }')
+KILLED=
 while alive_workers >/dev/null && [ "$EPOCHSECONDS" -lt "$limit" ]; do
 	sleep 1
+	if [ -n "$KILL_T" ] && [ -z "$KILLED" ] && [ "$EPOCHSECONDS" -ge "$KILL_T" ]; then
+		kill_restart m1 || { KILLED=failed; log "the restart of m1 failed"; finish 1; }
+		last_t=$EPOCHSECONDS
+	fi
 	w=$(slowdev_stat "$ARB_BUS" write_bytes)
 	[ "$w" != "$last_w" ] && { last_w=$w last_t=$EPOCHSECONDS; }
 	if [ "$EPOCHSECONDS" -gt "${RUN_END%.*}" ] && ((EPOCHSECONDS - last_t >= STALL_ABORT_S)); then
@@ -470,6 +542,16 @@ fi
 media_forget workers
 log "== workers done; draining"
 "$SLOWMEDIACTL" status >&2
+# FUSE requests past the daemons' req_bound= (noted, not judged: fsync and
+# writes held by backpressure are not among them).
+for k in "${KEYS[@]}"; do
+	SLOW_REQ[$k]=$("$SLOWMEDIACTL" status "${MNT[$k]}" --json 2>/dev/null | python3 -c '
+import json, sys
+print(json.load(sys.stdin)["mounts"][0].get("slow_requests", "?"))')
+	log "  $k: ${SLOW_REQ[$k]} FUSE requests took longer than req_bound= (this daemon's;" \
+		"log lines: $(cat "$MEDIA_STATE"/sm-"$k"*.log 2>/dev/null | grep -c 'slow request:'))"
+	cat "$MEDIA_STATE"/sm-"$k"*.log 2>/dev/null | grep 'slow request:' | tail -5 | sed 's/^/    /' >&2
+done
 
 DRAINERS=()
 for k in "${KEYS[@]}"; do

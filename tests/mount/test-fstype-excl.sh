@@ -7,7 +7,8 @@
 #    slowmedia), instead of sharing it unnoticed;
 #  - while slowmedia holds it, an O_EXCL open and a mount with
 #    another filesystem type fail with EBUSY;
-#  - the private mount adds no rights: the overlay is nosuid,nodev.
+#  - the private mount adds no rights: the overlay is nosuid,nodev;
+#  - with ro, the private mount of the device is read-only too.
 #   test-fstype-excl.sh SLOWMEDIA
 ML_DAEMON=$1
 source "${MOUNT_LIB:-$(dirname "$0")/../lib/mount-lib.sh}"
@@ -75,6 +76,14 @@ ml_check "the first mount still works" test "$(cat "$mnt/file")" = data
 ml_stop "$mnt"
 
 ml_check "after the unmount the device is free (O_EXCL open)" excl_open "$dev"
+
+ml_start "$dev" "$mnt" -o fstype=ext4,ro,noexec
+opts=/proc/fs/ext4/${dev#/dev/}/options
+ml_check "with ro the device's private mount is read-only ($(head -1 "$opts" 2>&1))" \
+	test "$(head -1 "$opts")" = ro
+ml_check "and the file reads through the overlay" test "$(cat "$mnt/file")" = data
+ml_stop "$mnt"
+ml_check "the device is free again" excl_open "$dev"
 ml_check "and its data is on it" mount -o ro "$dev" "$other"
 ml_check "... file intact" test "$(cat "$other/file" 2>&1)" = data
 umount "$other"

@@ -3,6 +3,10 @@
 # is forced on), an unprivileged user cannot read another user's 0600 file, and
 # what a user creates belongs to that user (uid and gid, on the mount and on the
 # medium). Without allow_other, other users cannot enter the mount at all.
+# Names resolve on the caller's side: ".." at the mount's root is the mount
+# point's parent, not the lower's, and a symbolic link on the medium
+# (relative or absolute) is followed by the caller's kernel in the caller's
+# view of the tree, as on any filesystem: the daemon never follows one.
 # Users are plain numeric ids run through setpriv (no accounts are created).
 #   test-security.sh SLOWMEDIA
 ML_DAEMON=$1
@@ -48,7 +52,22 @@ fails_with() {
 }
 owner() { stat -c '%u:%g' "$1"; }
 
+# Two markers of one name: beside the mount point (what the caller sees as
+# ".." of the mount) and beside the lower (what the daemon would reach).
+echo caller >"$ML_TMP/marker"
+echo lower >"$fs/marker"
+ln -s ../marker "$lower/rel-link"
+ln -s "$ML_TMP/marker" "$lower/abs-link"
 ml_start "$lower" "$mnt" -o allow_other
+ml_check '".." at the root is the mount point'"'"'s parent, not the lower'"'"'s' \
+	test "$(stat -c %d:%i "$mnt/..")" = "$(stat -c %d:%i "$ML_TMP")" -a \
+	"$(cat "$mnt/../marker")" = caller
+ml_check "a relative link on the medium to ../marker resolves on the caller's side" \
+	test "$(cat "$mnt/rel-link")" = caller -a "$(readlink "$mnt/rel-link")" = ../marker
+ml_check "an absolute link resolves in the caller's tree" \
+	test "$(cat "$mnt/abs-link")" = caller
+ml_check "(on the lower the same relative link reaches the lower's neighbour)" \
+	test "$(cat "$lower/rel-link")" = lower
 opts=$(awk -v m="$mnt" '$2 == m {print $4}' /proc/mounts)
 ml_check "allow_other forces default_permissions ($opts)" \
 	grep -q "default_permissions" <<<"$opts"

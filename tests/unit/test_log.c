@@ -124,6 +124,48 @@ START_TEST(test_line_sanitized)
 }
 END_TEST
 
+#define SEC 1000000000LL
+
+/* A burst goes out, the rest of the window is counted, and the count comes
+ * with the first line of a later window. */
+START_TEST(test_ratelimit_burst_then_count)
+{
+	struct sm_ratelimit rl = SM_RATELIMIT_INIT(10 * SEC, 3);
+	uint64_t missed = 99;
+	int64_t t = 5 * SEC;
+
+	for (int i = 0; i < 3; i++) {
+		ck_assert(sm_ratelimit_pass(&rl, t + i, &missed));
+		ck_assert_uint_eq(missed, 0);
+	}
+	for (int i = 0; i < 1000; i++) /* a reader looping on a bad sector */
+		ck_assert(!sm_ratelimit_pass(&rl, t + SEC + i, &missed));
+	ck_assert(!sm_ratelimit_pass(&rl, t + 10 * SEC - 1, &missed));
+	ck_assert(sm_ratelimit_pass(&rl, t + 10 * SEC, &missed));
+	ck_assert_uint_eq(missed, 1001);
+	ck_assert(sm_ratelimit_pass(&rl, t + 10 * SEC + 1, &missed));
+	ck_assert_uint_eq(missed, 0);
+}
+END_TEST
+
+/* However long the loop runs, at most burst lines per interval. */
+START_TEST(test_ratelimit_bounded)
+{
+	struct sm_ratelimit rl = SM_RATELIMIT_INIT(10 * SEC, 5);
+	uint64_t missed, told = 0, passed = 0;
+	int64_t t;
+
+	for (t = 0; t < 3600 * SEC; t += SEC / 100) {
+		if (sm_ratelimit_pass(&rl, t, &missed)) {
+			passed++;
+			told += missed;
+		}
+	}
+	ck_assert_uint_le(passed, 5 * 360);
+	ck_assert_uint_eq(passed + told + rl.missed, 360000);
+}
+END_TEST
+
 static Suite *log_suite(void)
 {
 	Suite *s = suite_create("log");
@@ -134,6 +176,10 @@ static Suite *log_suite(void)
 	tcase_add_test(tc, test_escape_bounded);
 	tcase_add_test(tc, test_escape_exact_fit);
 	tcase_add_test(tc, test_line_sanitized);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("ratelimit");
+	tcase_add_test(tc, test_ratelimit_burst_then_count);
+	tcase_add_test(tc, test_ratelimit_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -59,6 +59,8 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(p.o.sched.rate_bps, 0);
 	ck_assert(!p.o.sched.sync_close);
 	ck_assert_str_eq(p.o.sched.arbiter, "auto");
+	ck_assert_uint_eq(p.o.req_bound_s, 10);
+	ck_assert(!p.o.read_only && !p.o.noexec);
 	ck_assert_str_eq(p.o.source, "/src");
 	ck_assert_str_eq(p.o.mountpoint, "/mnt");
 	ck_assert(args_have(&p, "fsname=/src"));
@@ -74,7 +76,7 @@ START_TEST(test_all_good_values)
 
 	parse(&p, "prio=0,class=idle,weight=250,group=usb-bus.1,rate=2M,queue=1G,"
 		  "spool=/var/spool/sm,spool_max=10G,latency=50,read_grace=0,flushers=4,"
-		  "sync_close,arbiter=/run/arb.sock,fstype=vfat");
+		  "sync_close,arbiter=/run/arb.sock,fstype=vfat,req_bound=30");
 	ck_assert_uint_eq(p.errors->len, 0);
 	ck_assert_uint_eq(p.o.sched.prio, 0);
 	ck_assert_int_eq(p.o.sched.io_class, SCHED_CLASS_IDLE);
@@ -90,6 +92,7 @@ START_TEST(test_all_good_values)
 	ck_assert(p.o.sched.sync_close);
 	ck_assert_str_eq(p.o.sched.arbiter, "/run/arb.sock");
 	ck_assert_str_eq(p.o.fstype, "vfat");
+	ck_assert_uint_eq(p.o.req_bound_s, 30);
 	/* Our keys are consumed: libfuse never sees them. */
 	ck_assert(!args_have(&p, "prio="));
 	ck_assert(!args_have(&p, "queue="));
@@ -131,6 +134,9 @@ static const char *const bad_values[][2] = {
 	{"fstype=", "fstype"},
 	{"nonsense", "nonsense"},
 	{"allow_other=1", "allow_other=1"},
+	{"req_bound=0", "req_bound=0"},
+	{"req_bound=3601", "req_bound=3601"},
+	{"req_bound=", "req_bound"},
 };
 
 START_TEST(test_bad_value)
@@ -141,6 +147,23 @@ START_TEST(test_bad_value)
 	ck_assert_msg(p.errors->len == 1, "%s: %u errors", bad_values[_i][0], p.errors->len);
 	ck_assert_msg(errors_mention(&p, bad_values[_i][1]), "%s: error '%s' does not name it",
 		      bad_values[_i][0], (char *)p.errors->pdata[0]);
+	done(&p);
+}
+END_TEST
+
+/* ro and noexec go to libfuse and are remembered for fstype='s private
+ * mount; the last of ro/rw, noexec/exec wins, as in mount(8). */
+START_TEST(test_ro_noexec_remembered)
+{
+	struct parsed p;
+
+	parse(&p, "ro,noexec,fstype=vfat");
+	ck_assert_uint_eq(p.errors->len, 0);
+	ck_assert(p.o.read_only && p.o.noexec);
+	ck_assert(args_have(&p, "ro"));
+	done(&p);
+	parse(&p, "ro,rw,noexec,exec");
+	ck_assert(!p.o.read_only && !p.o.noexec);
 	done(&p);
 }
 END_TEST
@@ -314,6 +337,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_all_good_values);
 	tcase_add_loop_test(tc, test_bad_value, 0, G_N_ELEMENTS(bad_values));
 	tcase_add_test(tc, test_all_reported_at_once);
+	tcase_add_test(tc, test_ro_noexec_remembered);
 	tcase_add_test(tc, test_fstab_keys_dropped);
 	tcase_add_test(tc, test_allow_other_forces_default_permissions);
 	tcase_add_test(tc, test_missing_args);

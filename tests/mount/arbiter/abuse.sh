@@ -11,6 +11,9 @@
 # client. Then an unprivileged user (nobody): cannot set, pause or resume
 # root's mount (code=EPERM), sees none of root's mounts in status, registers
 # asking prio=1 and gets prio 4 back, and cannot raise its own mount above 4.
+# The socket's modes: 0666 (every user's mounts register there; the checks
+# are by SO_PEERCRED), its lock 0600 root, its directory writable by root
+# alone (nobody can put another socket in its place).
 # usage: abuse.sh SLOWMEDIA ARBITERD SLOWDEV
 SLOWMEDIA=$1 ARBITERD=$2 SLOWDEV=${3:-}
 . "$(dirname "$0")/alib.sh"
@@ -100,6 +103,13 @@ n=$(grep -c 'connection closed' "$SLOWMEDIA_LOG_FILE")
 ml_check "the arbiter logged each violation once ($n lines for $nviol)" [ "$n" = "$nviol" ]
 
 # --- an unprivileged user ---------------------------------------------------
+ml_check "the arbiter's socket is 0666 root: anyone may connect ($(stat -c '%a %U' "$SOCK"))" \
+	[ "$(stat -c '%a %U' "$SOCK")" = "666 root" ]
+ml_check "its lock is 0600 root ($(stat -c '%a %U' "$SOCK.lock"))" \
+	[ "$(stat -c '%a %U' "$SOCK.lock")" = "600 root" ]
+dmode=$(stat -c '%a %U' "$(dirname "$SOCK")")
+ml_check "its directory is writable by root alone ($dmode)" \
+	[ "${dmode#* }" = root -a $((0${dmode% *} & 022)) = 0 ]
 cp "$A_TOOL" "$ML_TMP/arbtool.py"
 chmod 644 "$ML_TMP/arbtool.py"
 nobody() {

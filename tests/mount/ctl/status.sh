@@ -14,6 +14,8 @@ PID=$ML_PID
 
 FIELDS="mountpoint source device fstype label state queued_bytes queued_files parked_writes
 	flush_rate eta_s rate latency_ms prio class weight group arbiter read_bytes
+	read_errors read_error_path read_error_code read_error_age_s
+	requests oldest_request oldest_request_pid oldest_request_ms slow_requests req_bound_ms
 	written_bytes chunks errors pid uid file_errors"
 
 # json_check EXPR...: each a python expression over m, all must hold.
@@ -39,7 +41,8 @@ ml_check "the daemon's pid" grep -Eq "^  daemon +pid $PID, uid 0" "$C_OUT"
 ml_check "no bar without a terminal" ml_not grep -q '\[#' "$C_OUT"
 
 ints="queued_bytes queued_files parked_writes flush_rate eta_s rate latency_ms prio weight
-	read_bytes written_bytes chunks errors pid uid"
+	read_bytes read_errors read_error_age_s requests oldest_request_pid oldest_request_ms
+	slow_requests req_bound_ms written_bytes chunks errors pid uid"
 "$CTL" status "$MNT" --json | python3 -c '
 import json, sys
 extra = sorted(set(json.load(sys.stdin)["mounts"][0]) - set(sys.argv[1].split()))
@@ -47,7 +50,7 @@ print("# fields beyond the protocol'"'"'s list:", " ".join(extra) or "none")' "$
 json_check \
 	"set('$(echo $FIELDS)'.split()) <= set(m)" \
 	"all(type(m[k]) is int for k in '$(echo $ints)'.split())" \
-	"all(type(m[k]) is str for k in 'mountpoint source device fstype label state class group arbiter'.split())" \
+	"all(type(m[k]) is str for k in 'mountpoint source device fstype label state class group arbiter read_error_path read_error_code oldest_request'.split())" \
 	"m['mountpoint'] == '$MNT'" \
 	"m['source'] == '$LOWER'" \
 	"m['device'] == '$LOOP'" \
@@ -58,7 +61,11 @@ json_check \
 	"m['rate'] == 0 and m['latency_ms'] == 100" \
 	"m['prio'] == 4 and m['class'] == 'be' and m['weight'] == 100" \
 	"m['pid'] == $PID and m['uid'] == 0" \
-	"m['errors'] == 0 and m['file_errors'] == []"
+	"m['errors'] == 0 and m['file_errors'] == []" \
+	"m['read_errors'] == 0 and m['read_error_path'] == '' and m['read_error_age_s'] == -1" \
+	"m['requests'] == 0 and m['oldest_request'] == '' and m['slow_requests'] == 0" \
+	"m['req_bound_ms'] == 10000"
+ml_check "no reads line without read errors" ml_not grep -q "^  reads " "$C_OUT"
 
 c_gen "$ML_TMP/src" 4M
 cp "$ML_TMP/src" "$MNT/f" || ml_fail "cp to the mount"

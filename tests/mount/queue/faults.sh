@@ -24,8 +24,16 @@
 #           is slow too: a probe stuck behind the fault is slow in both, a
 #           busy machine's hiccup is not)
 #   log     the daemon's output names the failing file and its error
+#           (read-eio: and a reader looping on the bad sector gets a few
+#           lines, not one per read)
 #   status  `slowmediactl status --json` shows the file failing with the
-#           error during the fault (stall: status answers, no error)
+#           error during the fault (stall: status answers, no error;
+#           read-eio: the refused reads counted, the last one named)
+#   bound   no FUSE request took longer than BOUND_S (req_bound=) during
+#           the fault, but the waits for the medium the caller asked for
+#           (fsync, sync writes) and writes held by backpressure: read
+#           from status at the end of the fault (slow_requests, which
+#           counts every request past the bound, and the oldest in flight)
 #   lost    every byte acknowledged without an error later (write, fsync,
 #           close) is on the medium after the fault is cleared and the
 #           daemon gone (read back once synced and dropped from the page
@@ -48,7 +56,12 @@ esac
 q_init
 
 SD=qt-fm$FSTYPE-$$ LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
-STALL_S=4 PROBE_LIMIT_S=0.100 OPTS=rate=1M,queue=2M,arbiter=off,drain_timeout=10
+# A reader looping on a bad sector: LOOP_READS reads, at most READ_LOG_MAX
+# log lines naming the file (the daemon lets 5 a minute through).
+LOOP_READS=100 READ_LOG_MAX=5
+# BOUND_S: the daemons' req_bound= (a request past it is counted in status)
+STALL_S=4 PROBE_LIMIT_S=0.100 BOUND_S=3
+OPTS=rate=1M,queue=2M,arbiter=off,drain_timeout=10,req_bound=$BOUND_S
 # What the writer hears of a failed write and of a full medium: fusefat
 # answers EPERM for both.
 if [ "$FSTYPE" = ext2 ]; then E_IO=EIO E_FULL=ENOSPC; else E_IO=EPERM E_FULL=EPERM; fi
@@ -56,7 +69,7 @@ FAULTS=(write-eio read-eio stall full eject eject-return)
 # FAULTS_ONLY="stall full": run those alone (by hand, to look at one)
 read -ra RUN <<<"${FAULTS_ONLY:-${FAULTS[*]}}"
 runs() { [[ " ${RUN[*]} " == *" $1 "* ]]; }
-CHECKS=(error others fast log status lost umount)
+CHECKS=(error others fast log status bound lost umount)
 declare -A RES=()
 q_on_exit "slowdev_down $SD"
 slowdev_up "$SD" 24 usbstick "$FSTYPE" "$LOWER" || { echo "slowdev_up failed"; exit 1; }
@@ -198,14 +211,27 @@ sys.exit(json.load(sys.stdin)["mounts"][0]["file_errors"] != [])' && return 0
 	done
 	return 1
 }
-log_has() { # FILE CODE: a line with FILE and the error, by name or by message
-	local msg
-	case $2 in
-	EIO) msg='Input/output error' ;;
-	ENOSPC) msg='No space left on device' ;;
-	EPERM) msg='Operation not permitted' ;;
+errmsg() { # ERRNAME: strerror's text
+	case $1 in
+	EIO) echo 'Input/output error' ;;
+	ENOSPC) echo 'No space left on device' ;;
+	EPERM) echo 'Operation not permitted' ;;
 	esac
-	grep -F -- "$1" "$Q_LOG" | grep -qE -- "$2|$msg"
+}
+log_has() { # FILE CODE: a line with FILE and the error, by name or by message
+	grep -F -- "$1" "$Q_LOG" | grep -qE -- "$2|$(errmsg "$2")"
+}
+# read_status_has FILE CODE N: status counts at least N refused reads, the
+# last of FILE with CODE.
+read_status_has() {
+	"$CTL" status "$MNT" --json 2>/dev/null | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["mounts"][0]
+print("  status: read_errors=%s read_error_path=%s read_error_code=%s" %
+      (m.get("read_errors"), m.get("read_error_path"), m.get("read_error_code")))
+sys.exit(not (m.get("read_errors", 0) >= int(sys.argv[3]) and
+              m.get("read_error_path", "").endswith("/" + sys.argv[1]) and
+              m.get("read_error_code") == sys.argv[2]))' "$1" "$2" "$3"
 }
 
 # ACK[file]=bytes acknowledged by writes that no later error covered
@@ -229,10 +255,24 @@ start() {
 	q_start "$LOWER" "$MNT" "$OPTS${1:+,$1}"
 }
 
+# bound_check FAULT: from status, no request past BOUND_S so far (but the
+# waits for the medium), and none older in flight now.
+bound_check() {
+	local f=$1 slow op ms n
+	read -r slow op ms n < <("$CTL" status "$MNT" --json 2>/dev/null | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["mounts"][0]
+print(m["slow_requests"], m["oldest_request"] or "-", m["oldest_request_ms"], m["requests"])')
+	res "$f" bound "no request past ${BOUND_S} s but waits for the medium: ${slow:-?} past it; $n in flight, the oldest $op, $ms ms" \
+		[ "${slow:-x}" = 0 -a "${ms:-999999}" -le $((BOUND_S * 1000)) ]
+	grep -F 'over the bound' "$Q_LOG" | sed 's/^/  daemon: /'
+}
+
 # finish FAULT: clear the fault, unmount, judge the exit; the medium cycled;
 # then every acknowledged file whole on it.
 finish() {
 	local f=$1 t0 bad=0 name
+	bound_check "$f"
 	ctl clear
 	umount "$MNT" 2>/dev/null || umount -l "$MNT"
 	t0=$(q_now)
@@ -313,8 +353,18 @@ if runs read-eio; then
 	res $F error "the reader got $E_IO: $(tr '\n' ' ' <"$Q_TMP/r.out")" grep -q "^verify rc=$E_IO" "$Q_TMP/r.out"
 	probe $F
 	other $F o-1
-	na $F log
-	na $F status
+	res $F log "the log names w-r with $E_IO" log_has w-r $E_IO
+	res $F status "status: a read of w-r refused with $E_IO" read_status_has w-r $E_IO 1
+	# A reader looping on the bad sector: every failure counted, few logged.
+	loop=()
+	for ((i = 0; i < LOOP_READS; i++)); do loop+=(verify "$MNT/w-r" 4K 42); done
+	timeout 60 "$QIO" "${loop[@]}" >"$Q_TMP/rl.out" 2>&1
+	nfail=$(grep -c "^verify rc=$E_IO" "$Q_TMP/rl.out")
+	nlog=$(grep -F -- w-r "$Q_LOG" | grep -cE -- "$E_IO|$(errmsg $E_IO)")
+	res $F log "a reader looping on it: $nfail of $LOOP_READS reads refused, $nlog log lines (at most $READ_LOG_MAX)" \
+		[ "$nfail" = "$LOOP_READS" -a "$nlog" -le "$READ_LOG_MAX" ]
+	res $F status "status counts every refused read (at least $((LOOP_READS + 1)))" \
+		read_status_has w-r $E_IO $((LOOP_READS + 1))
 	finish $F
 fi
 

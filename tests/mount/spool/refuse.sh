@@ -1,10 +1,12 @@
 #!/bin/bash
 # spool-refuse: a spool directory that cannot be trusted or used is refused
 # with a message naming the problem, and nothing is mounted: writable by
-# others, on the medium itself, a missing parent, in use by another process
-# (its lock held), a file; spool_sync= and spool_max= without spool=. A
-# spool directory that does not exist yet (its parent does) is made, 0700,
-# and the mount comes up.
+# others or by its group, owned by another user, a symbolic link (even to a
+# good directory), on the medium itself, a missing parent, in use by another
+# process (its lock held), a file; spool_sync= and spool_max= without
+# spool=. A spool directory that does not exist yet (its parent does) is
+# made, 0700, and the mount comes up; what the daemon puts in it (journal
+# segments, the lock, the medium's directory) is owner-only too.
 # usage: refuse.sh SLOWMEDIA QIO SPOOL_GEN
 SLOWMEDIA=$1 QIO=$2 GEN=${3:-}
 . "$(dirname "$0")/../queue/qlib.sh"
@@ -30,6 +32,14 @@ refused() {
 
 mkdir -m 0777 "$FAST/open"
 refused "world-writable" "spool=$FAST/open" "writable by others"
+mkdir -m 0770 "$FAST/group"
+refused "group-writable" "spool=$FAST/group" "writable by others"
+mkdir -m 0700 "$FAST/theirs"
+chown nobody "$FAST/theirs"
+refused "owned by another user" "spool=$FAST/theirs" "owned by uid $(id -u nobody)"
+mkdir -m 0700 "$FAST/good"
+ln -s "$FAST/good" "$FAST/link"
+refused "a symbolic link to a good directory" "spool=$FAST/link" "not a directory"
 mkdir -m 0700 "$LOWER/spool"
 refused "on the medium" "spool=$LOWER/spool" "on the medium itself"
 refused "missing parent" "spool=$FAST/no/such" "parent $FAST/no is not a directory"
@@ -39,9 +49,13 @@ refused "spool_sync without spool" "spool_sync=10" "spool_sync= needs spool=DIR"
 refused "spool_max without spool" "spool_max=1G" "spool_max= needs spool=DIR"
 
 # In use: the lock of this medium's spool held by another process.
-q_start "$LOWER" "$MNT" "spool=$FAST/mine"
+q_start "$LOWER" "$MNT" "spool=$FAST/mine,spool_sync=0"
 q_check "a missing spool directory is made, mode 0700" \
 	[ "$(stat -c %a "$FAST/mine")" = 700 ]
+q_check "a write journaled" q_quiet "$QIO" create "$MNT/f" write=ok 64K 3 close=ok
+find "$FAST/mine" -printf '  %M %u %p\n'
+q_check "everything in the spool is owner-only (no group or other bits), root's" \
+	[ -z "$(find "$FAST/mine" \( -perm /077 -o ! -user root \) -print)" ]
 ID=$(sed -n 's/.*spool=[^:]*: medium \([^ ,]*\).*/\1/p' "$Q_LOG" | head -1)
 q_log "the medium is $ID"
 q_stop "$MNT"

@@ -10,7 +10,9 @@
 # shows it; the medium is re-inserted (eject cleared, e2fsck -p, mounted),
 # its files are copied to DEST, `slowmediactl spool recover RESCUE --medium
 # ID --to DEST` lays the rescued bytes over them, and every file in DEST then
-# holds what was written, byte for byte.
+# holds what was written, byte for byte. The rescue directory is root's and
+# owner-only at every level (0700 directories, 0600 files): it holds the
+# medium's data, which its own modes may not have let others read.
 # usage: rescue.sh SLOWMEDIA QIO SLOWDEV SLOWMEDIACTL
 SLOWMEDIA=$1 QIO=$2 SLOWDEV=${3:-} CTL=${4:-}
 . "$(dirname "$0")/../queue/qlib.sh"
@@ -53,6 +55,10 @@ run() {
 	q_log "$how: it exited $(q_since "$t0") s after the end began, status $Q_RC"
 	grep -E 'saved in|second signal|drain_timeout|rescue' "$Q_LOG" | sed 's/^/  | /'
 	q_check "$how: the log names the rescue directory" grep -q "saved in $rescue/" "$Q_LOG"
+	find "$rescue" -printf "  $how: %M %u %p\n"
+	q_check "$how: the rescue is root's, directories 0700, files 0600" \
+		[ -z "$(find "$rescue" \( \( -type d ! -perm 0700 \) -o \( -type f ! -perm 0600 \) \
+			-o ! -user root \) -print)" -a -n "$(find "$rescue" -type f -name MANIFEST)" ]
 	q_check "$how: slowmediactl spool list shows it" \
 		grep -q "rescue of medium uuid:$uuid" <("$CTL" spool list "$rescue")
 	"$CTL" spool list "$rescue" | sed 's/^/  list: /'
