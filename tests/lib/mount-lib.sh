@@ -194,6 +194,22 @@ ml_make_ext4() {
 	chmod 755 "$dir"
 }
 
+# ml_native_pair TOOL...: the setup of the tests that compare a native
+# directory with the same operations through a mount (acl, killpriv): skips
+# without root, /dev/fuse or one of the TOOLs, then one fresh ext4 at
+# $fs holding $native and $lower (0755), and $mnt for the mount.
+ml_native_pair() {
+	local t
+	ml_require_root_fuse
+	for t in "$@"; do
+		command -v "$t" >/dev/null || ml_skip "needs $t"
+	done
+	ml_init
+	fs=$ML_TMP/fs native=$ML_TMP/fs/native lower=$ML_TMP/fs/lower mnt=$ML_TMP/mnt
+	ml_make_ext4 64M "$fs"
+	mkdir -m 755 "$native" "$lower" "$mnt"
+}
+
 # ml_tmpfs DIR: for lowers whose timing must not depend on the machine's other
 # disk I/O (the daemon syncfs()es its lower every second and at exit; on a
 # shared disk that waits for everybody's dirty data).

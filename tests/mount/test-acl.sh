@@ -14,17 +14,7 @@ NOBODY=65534
 GROUP_G=4321
 source "${MOUNT_LIB:-$(dirname "$0")/../lib/mount-lib.sh}"
 
-ml_require_root_fuse
-for t in setpriv setfacl getfacl; do
-	command -v $t >/dev/null || ml_skip "needs $t"
-done
-ml_init
-fs=$ML_TMP/fs
-native=$fs/native
-lower=$fs/lower
-mnt=$ML_TMP/mnt
-ml_make_ext4 64M "$fs"
-mkdir -m 755 "$native" "$lower" "$mnt"
+ml_native_pair setpriv setfacl getfacl
 setfacl -m u:$NOBODY:r "$native" 2>/dev/null || ml_skip "the lower ext4 has no ACLs"
 setfacl -b "$native"
 

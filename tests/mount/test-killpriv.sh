@@ -13,17 +13,7 @@ ML_DAEMON=$1
 NOBODY=65534
 source "${MOUNT_LIB:-$(dirname "$0")/../lib/mount-lib.sh}"
 
-ml_require_root_fuse
-for t in setpriv setcap getcap; do
-	command -v $t >/dev/null || ml_skip "needs $t"
-done
-ml_init
-fs=$ML_TMP/fs
-native=$fs/native
-lower=$fs/lower
-mnt=$ML_TMP/mnt
-ml_make_ext4 64M "$fs"
-mkdir -m 755 "$native" "$lower" "$mnt"
+ml_native_pair setpriv setcap getcap
 touch "$native/probe"
 setcap cap_net_raw+ep "$native/probe" 2>/dev/null || ml_skip "no security.capability on the ext4"
 rm "$native/probe"
