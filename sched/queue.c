@@ -82,6 +82,7 @@
 #include "arb_client.h"
 #include "chunkio.h"
 #include "log.h"
+#include "rescue.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1454,6 +1455,10 @@ int wq_spool_open(struct wq *q, char *why, size_t why_n)
 	}
 	if (r < 0)
 		g_strlcpy(q->medium.id, "unknown", sizeof(q->medium.id));
+	/* Refused now rather than found wanting at exit, with data to save. */
+	r = rescue_check_base(q->opts.rescue_dir, why, why_n);
+	if (r < 0)
+		return r;
 	return sq_open(q, &q->opts, why, why_n);
 }
 

@@ -16,6 +16,10 @@ struct rescue;
  * /var/lib/slowmedia/rescue for root, else $XDG_STATE_HOME (or
  * ~/.local/state)/slowmedia/rescue. g_free it. */
 char *rescue_default_base(void);
+/* Whether base (NULL: the default) may hold rescues: missing (it is made
+ * 0700 at need), or a directory (not a symbolic link) of this user's that
+ * nobody else may write. 0, or -errno with why. */
+int rescue_check_base(const char *base, char *why, size_t why_n);
 /* A new rescue of medium_id under base (NULL: the default):
  * BASE/<medium key>/<YYYYmmdd-HHMMSS>-<pid>/, every level 0700. 0, or
  * -errno with why. */

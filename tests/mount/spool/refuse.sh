@@ -4,7 +4,8 @@
 # others or by its group, owned by another user, a symbolic link (even to a
 # good directory), on the medium itself, a missing parent, in use by another
 # process (its lock held), a file; spool_sync= and spool_max= without
-# spool=. A spool directory that does not exist yet (its parent does) is
+# spool=; a rescue= directory writable by others, another user's, or a
+# symbolic link. A spool directory that does not exist yet (its parent does) is
 # made, 0700, and the mount comes up; what the daemon puts in it (journal
 # segments, the lock, the medium's directory) is owner-only too.
 # usage: refuse.sh SLOWMEDIA QIO SPOOL_GEN
@@ -46,6 +47,11 @@ refused "missing parent" "spool=$FAST/no/such" "parent $FAST/no is not a directo
 touch "$FAST/file"
 refused "a file" "spool=$FAST/file" "not a directory"
 refused "spool_sync without spool" "spool_sync=10" "spool_sync= needs spool=DIR"
+# The rescue directory likewise (with or without a spool): another user who
+# may write it could move or delete what a failing exit saves there.
+refused "rescue= writable by others" "rescue=$FAST/open" "rescue=$FAST/open: writable by others"
+refused "rescue= owned by another user" "rescue=$FAST/theirs" "owned by uid $(id -u nobody)"
+refused "rescue= a symbolic link" "rescue=$FAST/link" "rescue=$FAST/link: not a directory"
 refused "spool_max without spool" "spool_max=1G" "spool_max= needs spool=DIR"
 
 # In use: the lock of this medium's spool held by another process.
