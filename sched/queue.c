@@ -1355,21 +1355,42 @@ static off_t lower_floor(const struct wq_file *f)
 
 /* The lower file's SEEK_DATA or SEEK_HOLE at pos, below floor: what it
  * answers, or INT64_MAX (no data) / pos (a hole) past its end. */
+static off_t round_grain(off_t x)
+{
+	return x < INT64_MAX - SEEK_GRAIN ? x + (SEEK_GRAIN - x % SEEK_GRAIN) % SEEK_GRAIN : x;
+}
+
 static off_t lower_seek(int fd, off_t pos, int whence, off_t floor)
 {
-	off_t r;
+	struct stat st;
+	off_t r, tail;
 
 	/* Whole blocks, as a filesystem answers: a truncate to the middle of
 	 * one leaves zeros up to its end, which may count as data. An
 	 * unaligned hole made readers that round down to blocks read the
 	 * block before it twice (parity's content digest did, under load). */
-	if (floor < INT64_MAX - SEEK_GRAIN)
-		floor += (SEEK_GRAIN - floor % SEEK_GRAIN) % SEEK_GRAIN;
+	floor = round_grain(floor);
 	if (pos >= floor)
 		return whence == SEEK_DATA ? INT64_MAX : pos;
 	r = lseek(fd, pos, whence);
+	if (r < 0 && errno != ENXIO)
+		return -errno;
 	if (r < 0)
-		return errno == ENXIO ? (whence == SEEK_DATA ? INT64_MAX : pos) : -errno;
+		r = whence == SEEK_DATA ? INT64_MAX : pos;
+	/* The lower file may end short of the file's size (a truncate that
+	 * grows it is pending, or half applied): when its last byte is data,
+	 * its last block is data up to the grain, as once the file has its
+	 * size. (Not when it ends in a hole: a truncate grew it before.) */
+	tail = fstat(fd, &st) == 0 && st.st_size % SEEK_GRAIN ? round_grain(st.st_size) : 0;
+	if (pos < tail && r >= st.st_size) {
+		bool last_data = (whence == SEEK_HOLE && r > pos) ||
+				 lseek(fd, st.st_size - 1, SEEK_DATA) == st.st_size - 1;
+
+		if (last_data && whence == SEEK_HOLE)
+			r = tail;
+		else if (last_data && pos >= tail - SEEK_GRAIN)
+			r = pos; /* SEEK_DATA in the last block */
+	}
 	if (whence == SEEK_DATA && r >= floor)
 		return INT64_MAX;
 	return whence == SEEK_HOLE ? MIN(r, MAX(pos, floor)) : r;

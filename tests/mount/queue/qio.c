@@ -25,6 +25,9 @@
  *   readdir DIR             opendir and read every entry; bytes= is the count
  *   pin PATH                map PATH and mlock it: its pages stay in the page
  *                           cache until qio exits (whatever drops caches)
+ *   truncate SIZE           ftruncate the descriptor
+ *   hole OFF | data OFF     lseek SEEK_HOLE / SEEK_DATA from OFF; bytes= is
+ *                           the offset found
  * SIZE takes K and M (binary) suffixes.
  */
 #include <errno.h>
@@ -272,7 +275,8 @@ static const struct {
     {"create", 1},    {"open", 1},  {"append", 1}, {"bs", 1},
     {"sleep", 1},     {"write", 2}, {"fill", 1},   {"fsync", 0},
     {"fdatasync", 0}, {"close", 0}, {"gen", 3},	   {"verify", 3},
-    {"stat", 1},      {"readdir", 1}, {"pin", 1},
+    {"stat", 1},      {"readdir", 1}, {"pin", 1}, {"truncate", 1},
+    {"hole", 1},      {"data", 1},
 };
 
 /* Run the step at argv[*i] (advancing *i past its arguments); false for a
@@ -320,6 +324,14 @@ static bool run_step(struct run *r, const char *step, char **argv, int argc, int
 		*err = do_readdir(argv[0], bytes);
 	} else if (!strcmp(step, "pin")) {
 		*err = do_pin(argv[0], bytes);
+	} else if (!strcmp(step, "truncate")) {
+		*err = ftruncate(r->fd, (off_t)parse_size(argv[0])) < 0 ? errno : 0;
+	} else if (!strcmp(step, "hole") || !strcmp(step, "data")) {
+		off_t at = lseek(r->fd, (off_t)parse_size(argv[0]),
+				 step[0] == 'h' ? SEEK_HOLE : SEEK_DATA);
+
+		*err = at < 0 ? errno : 0;
+		*bytes = at < 0 ? 0 : (uint64_t)at;
 	} else { /* gen, verify */
 		*bytes = parse_size(argv[1]);
 		*err = (step[0] == 'g' ? do_gen : do_verify)(r, argv[0], *bytes,
