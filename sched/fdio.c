@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <stdio.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -104,3 +105,30 @@ int fd_open_dir_beneath(int destfd, const char *dir, bool create, int *out)
 	return 0;
 }
 
+
+int fd_check_private_dir(const char *opt, const char *dir, const char *harm, char *why,
+			 size_t n)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) < 0) {
+		if (errno != ENOENT)
+			snprintf(why, n, "%s=%s: %s", opt, dir, g_strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, n, "%s=%s: not a directory", opt, dir);
+		return -ENOTDIR;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, n, "%s=%s: writable by others (mode %04o): %s; chmod 0700 it", opt,
+			 dir, (unsigned)(st.st_mode & 07777), harm);
+		return -EPERM;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(why, n, "%s=%s: owned by uid %u, not by this daemon's uid %u", opt, dir,
+			 (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	return 0;
+}

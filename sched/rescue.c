@@ -86,34 +86,15 @@ char *rescue_default_base(void)
 int rescue_check_base(const char *base, char *why, size_t why_n)
 {
 	g_autofree char *dflt = base ? NULL : rescue_default_base();
-	struct stat st;
+	int r;
 
-	base = base ? base : dflt;
-	if (lstat(base, &st) < 0) {
-		if (errno == ENOENT)
-			return 0; /* made 0700 when something must be saved */
-		snprintf(why, why_n, "rescue=%s: %s", base, g_strerror(errno));
-		return -errno;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(why, why_n, "rescue=%s: not a directory", base);
-		return -ENOTDIR;
-	}
 	/* Another user who may write it could take the medium's directory
-	 * first, and move or delete what is saved there. */
-	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-		snprintf(why, why_n,
-			 "rescue=%s: writable by others (mode %04o): what is saved there could "
-			 "be moved or deleted by them; chmod 0700 it",
-			 base, (unsigned)(st.st_mode & 07777));
-		return -EPERM;
-	}
-	if (st.st_uid != geteuid()) {
-		snprintf(why, why_n, "rescue=%s: owned by uid %u, not by this daemon's uid %u",
-			 base, (unsigned)st.st_uid, (unsigned)geteuid());
-		return -EPERM;
-	}
-	return 0;
+	 * first, and move or delete what is saved there. Missing: made 0700
+	 * when something must be saved. */
+	r = fd_check_private_dir("rescue", base ? base : dflt,
+				 "what is saved there could be moved or deleted by them", why,
+				 why_n);
+	return r == -ENOENT ? 0 : r;
 }
 
 int rescue_open(const char *base, const char *medium_id, struct rescue **out, char *why,

@@ -63,6 +63,7 @@
  * (FAT has none).
  */
 #include "queue_int.h"
+#include "fdio.h"
 #include "medium.h"
 #include "spool.h"
 #include "rescue.h"
@@ -116,30 +117,23 @@ struct spoolq {
 static int check_dir(const char *dir, int root_fd, char *why, size_t n)
 {
 	struct stat st, rst;
+	int r;
 
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		snprintf(why, n, "spool=%s: cannot create it: %s", dir, g_strerror(errno));
 		return -errno;
 	}
+	r = fd_check_private_dir("spool", dir,
+				 "anybody could plant records that this mount would write to the "
+				 "medium",
+				 why, n);
+	if (r == -ENOENT)
+		snprintf(why, n, "spool=%s: %s", dir, g_strerror(ENOENT));
+	if (r < 0)
+		return r;
 	if (lstat(dir, &st) < 0) {
 		snprintf(why, n, "spool=%s: %s", dir, g_strerror(errno));
 		return -errno;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(why, n, "spool=%s: not a directory", dir);
-		return -ENOTDIR;
-	}
-	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-		snprintf(why, n,
-			 "spool=%s: writable by others (mode %04o): anybody could plant records "
-			 "that this mount would write to the medium; chmod 0700 it",
-			 dir, (unsigned)(st.st_mode & 07777));
-		return -EPERM;
-	}
-	if (st.st_uid != geteuid()) {
-		snprintf(why, n, "spool=%s: owned by uid %u, not by this daemon's uid %u", dir,
-			 (unsigned)st.st_uid, (unsigned)geteuid());
-		return -EPERM;
 	}
 	if (fstat(root_fd, &rst) == 0 && rst.st_dev == st.st_dev) {
 		snprintf(why, n,
