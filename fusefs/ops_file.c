@@ -320,7 +320,6 @@ void sm_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in_buf, of
 	if (n == WQ_PARKED)
 		return;
 	if (n > 0 && sync) {
-		reqtrack_waits_medium(fs->req);
 		r = wq_fsync(fs->wq, wqf, fh->fd, (fi->flags & O_SYNC) != O_SYNC);
 		if (r < 0)
 			n = r;

@@ -419,6 +419,19 @@ static void release_held(struct extmap *m, GPtrArray *held)
 		buf_drop(m, held->pdata[i]);
 }
 
+/* A write's cut of [off, end) (spare: the caller's, for a split; freed
+ * here) and its generation: the next one, or the oldest it replaces (the
+ * place it fills must reach the medium for a wait on that one too). */
+static uint64_t write_cut(struct extmap *m, off_t off, off_t end, struct extent *spare,
+			  GPtrArray *held)
+{
+	uint64_t gen = ++m->gen;
+	uint64_t cut = punch(m, off, end, &spare, held);
+
+	g_free(spare); /* not needed after all (cannot happen: splits() said so) */
+	return MIN(gen, cut);
+}
+
 /* The extent a write at off would be appended to in place, or NULL. */
 static struct extent *append_target(const struct extmap *m, off_t off, size_t len,
 				    size_t coalesce_max)
@@ -468,7 +481,7 @@ int extmap_write(struct extmap *m, off_t off, const void *data, size_t len,
 	struct ext_buf *b = NULL;
 	char *grown = NULL;
 	size_t grown_cap = 0;
-	uint64_t gen, cut;
+	uint64_t gen;
 
 	if (len == 0)
 		return 0;
@@ -493,12 +506,7 @@ int extmap_write(struct extmap *m, off_t off, const void *data, size_t len,
 		}
 	}
 	held = g_ptr_array_new();
-	gen = ++m->gen;
-	/* Bytes that replace older queued ones carry the older generation: the
-	 * place they fill must reach the medium for a wait on that one too. */
-	cut = punch(m, off, end, &spare, held); /* once: MIN() evaluates twice */
-	gen = MIN(gen, cut);
-	g_free(spare); /* not needed after all (cannot happen: splits() said so) */
+	gen = write_cut(m, off, end, spare, held);
 	if (p) {
 		append(m, p, data, len, grown, grown_cap, gen);
 	} else {
@@ -520,7 +528,7 @@ int extmap_write_file(struct extmap *m, off_t off, size_t len, struct ext_file *
 	g_autoptr(GPtrArray) held = NULL;
 	struct extent *spare = NULL, *e;
 	struct ext_buf *b;
-	uint64_t gen, cut;
+	uint64_t gen;
 
 	if (len == 0)
 		return 0;
@@ -537,10 +545,7 @@ int extmap_write_file(struct extmap *m, off_t off, size_t len, struct ext_file *
 			      .file = ext_file_ref(file), .foff = foff};
 	mem_charge(m, buf_mem(b));
 	held = g_ptr_array_new();
-	gen = ++m->gen;
-	cut = punch(m, off, end, &spare, held);
-	gen = MIN(gen, cut);
-	g_free(spare);
+	gen = write_cut(m, off, end, spare, held);
 	*e = (struct extent){.off = off, .len = len, .buf = b, .boff = 0, .flight = 0, .gen = gen};
 	insert(m, e);
 	release_held(m, held);

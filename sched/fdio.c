@@ -105,15 +105,13 @@ int fd_open_dir_beneath(int destfd, const char *dir, bool create, int *out)
 	return 0;
 }
 
-
-int fd_check_private_dir(const char *opt, const char *dir, const char *harm, char *why,
-			 size_t n)
+int fd_check_private_dir(const char *opt, const char *dir, const char *harm,
+			 struct stat *out, char *why, size_t n)
 {
 	struct stat st;
 
 	if (lstat(dir, &st) < 0) {
-		if (errno != ENOENT)
-			snprintf(why, n, "%s=%s: %s", opt, dir, g_strerror(errno));
+		snprintf(why, n, "%s=%s: %s", opt, dir, g_strerror(errno));
 		return -errno;
 	}
 	if (!S_ISDIR(st.st_mode)) {
@@ -130,5 +128,7 @@ int fd_check_private_dir(const char *opt, const char *dir, const char *harm, cha
 			 (unsigned)st.st_uid, (unsigned)geteuid());
 		return -EPERM;
 	}
+	if (out)
+		*out = st;
 	return 0;
 }

@@ -25,7 +25,8 @@ int fd_fsync_dir(int dirfd);
 int fd_open_dir_beneath(int destfd, const char *dir, bool create, int *out);
 /* Whether dir (OPT=dir in messages) is a directory, not a symbolic link,
  * of this user's, that nobody else may write (harm: what others could do
- * with it, said when it is writable by them). 0, -ENOENT (missing: no
- * message), or -errno with why. */
-int fd_check_private_dir(const char *opt, const char *dir, const char *harm, char *why,
-			 size_t n);
+ * with it, said when it is writable by them). 0 with *st (NULL is fine)
+ * filled, or -errno (-ENOENT: missing) with why. */
+struct stat;
+int fd_check_private_dir(const char *opt, const char *dir, const char *harm,
+			 struct stat *st, char *why, size_t n);

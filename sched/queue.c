@@ -26,9 +26,10 @@
  * and queued as their place in the spool (extmap_write_file: an extent of
  * ~200 bytes, in the last eighth of queue=), so writers wait at spool_max,
  * not at queue=, and memory stays within queue=. Small writes are gathered
- * in memory (an extent per 4 KiB write would cost 5% of its bytes). Reads pread such pieces; the flushers read them back
- * (flusher.c: gather_chunk). A file found unlinked (f->sgone) is not
- * journaled: its writes stay in memory.
+ * in memory (an extent per 4 KiB write would cost 5% of its bytes). Reads
+ * pread such pieces; the flushers read them back (flusher.c: gather_chunk).
+ * A file found unlinked (f->sgone) is not journaled: its writes stay in
+ * memory.
  *
  * Backpressure. A write that finds no room (policy_room: queue= is full, or
  * its file holds FILE_SHARE_PCT of it already) is parked: its data is copied,
@@ -738,10 +739,10 @@ static void note_full(struct wq *q, struct wq_file *f, int fd, ssize_t r, size_t
 
 /* Called with the lock held: put the write in f's extent map, and in the
  * spool's journal. In memory, or (journal_only) journaled first and queued
- * as the place it has there, read back to be flushed. 0, or -errno (nothing queued). *jerr: 0, or the
- * spool's error for a write it refused after the queue took it (the data
- * lands all the same, and the writer hears it: the spool's disk is full or
- * failing). */
+ * as the place it has there, read back to be flushed. 0, or -errno (nothing
+ * queued). *jerr: 0, or the spool's error for a write it refused after the
+ * queue took it (the data lands all the same, and the writer hears it: the
+ * spool's disk is full or failing). */
 static int queue_data(struct wq *q, struct wq_file *f, int fd, const void *data, size_t len,
 		      off_t off, int *jerr)
 {
@@ -1353,12 +1354,14 @@ static off_t lower_floor(const struct wq_file *f)
 	return floor;
 }
 
-/* The lower file's SEEK_DATA or SEEK_HOLE at pos, below floor: what it
- * answers, or INT64_MAX (no data) / pos (a hole) past its end. */
+/* x rounded up to whole SEEK_GRAINs (INT64_MAX stays). */
 static off_t round_grain(off_t x)
 {
 	return x < INT64_MAX - SEEK_GRAIN ? x + (SEEK_GRAIN - x % SEEK_GRAIN) % SEEK_GRAIN : x;
 }
+
+/* The lower file's SEEK_DATA or SEEK_HOLE at pos, below floor: what it
+ * answers, or INT64_MAX (no data) / pos (a hole) past its end. */
 
 static off_t lower_seek(int fd, off_t pos, int whence, off_t floor)
 {
@@ -1406,7 +1409,7 @@ static bool queued_run(struct wq *q, struct wq_file *f, off_t pos, off_t *s, off
 	pthread_mutex_unlock(&q->lock);
 	/* Whole blocks, as the lower will answer once the data is there. */
 	*s -= *s % SEEK_GRAIN;
-	*e += (SEEK_GRAIN - *e % SEEK_GRAIN) % SEEK_GRAIN;
+	*e = round_grain(*e);
 	return r;
 }
 

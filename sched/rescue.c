@@ -92,8 +92,8 @@ int rescue_check_base(const char *base, char *why, size_t why_n)
 	 * first, and move or delete what is saved there. Missing: made 0700
 	 * when something must be saved. */
 	r = fd_check_private_dir("rescue", base ? base : dflt,
-				 "what is saved there could be moved or deleted by them", why,
-				 why_n);
+				 "what is saved there could be moved or deleted by them", NULL,
+				 why, why_n);
 	return r == -ENOENT ? 0 : r;
 }
 

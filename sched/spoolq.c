@@ -126,15 +126,9 @@ static int check_dir(const char *dir, int root_fd, char *why, size_t n)
 	r = fd_check_private_dir("spool", dir,
 				 "anybody could plant records that this mount would write to the "
 				 "medium",
-				 why, n);
-	if (r == -ENOENT)
-		snprintf(why, n, "spool=%s: %s", dir, g_strerror(ENOENT));
+				 &st, why, n);
 	if (r < 0)
 		return r;
-	if (lstat(dir, &st) < 0) {
-		snprintf(why, n, "spool=%s: %s", dir, g_strerror(errno));
-		return -errno;
-	}
 	if (fstat(root_fd, &rst) == 0 && rst.st_dev == st.st_dev) {
 		snprintf(why, n,
 			 "spool=%s: on the medium itself; it belongs on a fast disk that stays in "
