@@ -13,6 +13,14 @@
  * SO_PEERCRED). Every REQ_SCAN_NS it also looks for FUSE requests past
  * their bound (reqtrack.c), which logs them.
  *
+ * Memory given back. The queue's buffers are allocated by the workers and
+ * freed by the flushers, in glibc's two arenas (main.c); freed memory amid
+ * live chunks stays resident, and a long mixed load (the soak: random sizes,
+ * overwrites, truncates) grew the RSS by about 0.5 MiB a minute to 5x
+ * queue=, with half of the arenas free. Every TRIM_EVERY_S the loop asks
+ * malloc how much lies free in them and, past TRIM_FREE_MIN, hands the free
+ * pages back (malloc_trim: madvise, the chunks stay mapped).
+ *
  * The busy hold. The kernel does not make an unmount of a plain FUSE mount
  * wait for the daemon, so `fusermount3 -u` or `umount -i` would detach a
  * mount whose queue still holds data, and the user would think the medium
@@ -45,6 +53,7 @@
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +66,8 @@
 #define CTL_CLIENTS_MAX 64
 #define CTL_OUT_MAX (1u << 20)	  /* a client that reads nothing is closed past this */
 #define BUSY_POLL_S 0.05	  /* how often a held hold looks for an empty queue */
+#define TRIM_EVERY_S 2.0	  /* how often free arena memory is looked at */
+#define TRIM_FREE_MIN (2u << 20) /* free bytes in the arenas worth a trim */
 #define DRAIN_SLICE_NS (200 * NSEC_PER_MSEC)
 
 struct ctl_client {
@@ -82,6 +93,7 @@ struct sm_control {
 	ev_async wake;	     /* stop, a drain result, a hold taken */
 	ev_timer busy_timer; /* while the hold is held */
 	ev_timer req_scan;   /* requests past the bound, logged (reqtrack_scan) */
+	ev_timer trim;	     /* free arena memory handed back (trim_cb) */
 	GQueue clients;
 	unsigned nclients;
 	pthread_t thread;
@@ -398,6 +410,7 @@ static void add_queue_fields(GString *o, const struct wq_stats *s)
 		    !s->queued_bytes ? 0 : bw ? (int64_t)((s->queued_bytes + bw - 1) / bw) : -1);
 	ctl_add_u64(o, "written_bytes", s->flushed_bytes);
 	ctl_add_u64(o, "chunks", s->chunks);
+	ctl_add_u64(o, "gathered_chunks", s->gathered_chunks);
 	ctl_add_u64(o, "errors", s->failing_files);
 }
 
@@ -768,6 +781,16 @@ static void req_scan_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	reqtrack_scan(c->fs->req, sm_now_ns());
 }
 
+static void trim_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	/* fordblks: free bytes in the arenas; keepcost: the top chunk's, which
+	 * malloc hands back by itself. */
+	if (mi.fordblks - mi.keepcost >= TRIM_FREE_MIN)
+		malloc_trim(0);
+}
+
 static void *control_main(void *arg)
 {
 	struct sm_control *c = arg;
@@ -880,6 +903,8 @@ int control_start(struct slowmedia *fs, const char *mountpoint)
 		c->req_scan.data = c;
 		ev_timer_start(c->loop, &c->req_scan);
 	}
+	ev_timer_init(&c->trim, trim_cb, TRIM_EVERY_S, TRIM_EVERY_S);
+	ev_timer_start(c->loop, &c->trim);
 	if (c->listen_fd >= 0) {
 		ev_io_init(&c->accept_io, accept_cb, c->listen_fd, EV_READ);
 		c->accept_io.data = c;
