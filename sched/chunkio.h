@@ -10,6 +10,17 @@
 /* Write [off, off+len) from iov through fd (buffered) and *dfd (O_DIRECT,
  * opened on first need; -1 once refused), and wait until it is written. */
 int chunk_write(int fd, int *dfd, struct iovec *iov, int niov, off_t off, size_t len);
+/* One run of a chunk that gathers several separate runs of a file: its
+ * pieces are iov[iov0 .. iov0+niov). */
+struct chunk_run {
+	off_t off;
+	size_t len;
+	int iov0, niov;
+};
+/* Write the runs (in offset order) through fd, buffered, then start all
+ * their writeback at once and wait for it: the device gets them together,
+ * not one synchronous write each. */
+int chunk_write_runs(int fd, struct iovec *iov, const struct chunk_run *runs, int nruns);
 /* A second open of fd's file, O_WRONLY|O_DIRECT (or -1). */
 int chunk_open_direct(int fd);
 /* Truncate to floor, then (if larger) extend to size: a queued series of

@@ -647,7 +647,7 @@ off_t extmap_end(const struct extmap *m)
 	return e->off + (off_t)e->len;
 }
 
-static GTreeNode *first_queued_from(struct extmap *m, off_t from)
+static GTreeNode *first_queued_from(struct extmap *m, off_t from, bool wrap)
 {
 	GTreeNode *n = node_at_or_before(m, from);
 
@@ -656,23 +656,18 @@ static GTreeNode *first_queued_from(struct extmap *m, off_t from)
 	for (; n; n = g_tree_node_next(n))
 		if (!((struct extent *)g_tree_node_value(n))->flight)
 			return n;
+	if (!wrap)
+		return NULL;
 	for (n = g_tree_node_first(m->tree); n; n = g_tree_node_next(n))
 		if (!((struct extent *)g_tree_node_value(n))->flight)
 			return n;
 	return NULL;
 }
 
-size_t extmap_take(struct extmap *m, off_t from, size_t max, unsigned flight,
-		   struct iovec *iov, int niov_max, int *niov, off_t *off)
+static size_t take(struct extmap *m, off_t from, bool wrap, size_t max, unsigned flight,
+		   struct iovec *iov, struct ext_src *src, int niov_max, int *niov, off_t *off)
 {
-	return extmap_take_src(m, from, max, flight, iov, NULL, niov_max, niov, off);
-}
-
-size_t extmap_take_src(struct extmap *m, off_t from, size_t max, unsigned flight,
-		       struct iovec *iov, struct ext_src *src, int niov_max, int *niov,
-		       off_t *off)
-{
-	GTreeNode *n = first_queued_from(m, from);
+	GTreeNode *n = first_queued_from(m, from, wrap);
 	size_t total = 0;
 	off_t next = 0;
 
@@ -713,6 +708,26 @@ size_t extmap_take_src(struct extmap *m, off_t from, size_t max, unsigned flight
 		n = g_tree_node_next(n);
 	}
 	return total;
+}
+
+size_t extmap_take(struct extmap *m, off_t from, size_t max, unsigned flight,
+		   struct iovec *iov, int niov_max, int *niov, off_t *off)
+{
+	return take(m, from, true, max, flight, iov, NULL, niov_max, niov, off);
+}
+
+size_t extmap_take_src(struct extmap *m, off_t from, size_t max, unsigned flight,
+		       struct iovec *iov, struct ext_src *src, int niov_max, int *niov,
+		       off_t *off)
+{
+	return take(m, from, true, max, flight, iov, src, niov_max, niov, off);
+}
+
+size_t extmap_take_after(struct extmap *m, off_t from, size_t max, unsigned flight,
+			 struct iovec *iov, struct ext_src *src, int niov_max, int *niov,
+			 off_t *off)
+{
+	return take(m, from, false, max, flight, iov, src, niov_max, niov, off);
 }
 
 /* Pieces of a chunk never leave the range it was taken from. */

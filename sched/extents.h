@@ -216,9 +216,16 @@ struct ext_src {
 size_t extmap_take_src(struct extmap *m, off_t from, size_t max, unsigned flight,
 		       struct iovec *iov, struct ext_src *src, int niov_max, int *niov,
 		       off_t *off);
+/* extmap_take_src without the wrap: only extents at or after from (a further
+ * run of a chunk that gathers several, in offset order). */
+size_t extmap_take_after(struct extmap *m, off_t from, size_t max, unsigned flight,
+			 struct iovec *iov, struct ext_src *src, int niov_max, int *niov,
+			 off_t *off);
 
 /* The chunk `flight`, taken as [off, off+len), is on the medium: drop what is
- * left of it. Returns bytes dropped. */
+ * left of it. Returns bytes dropped. A chunk of several runs is completed (or
+ * aborted) once, over the span from its first run's start to its last's end:
+ * only extents of `flight` count, so the gaps are left alone. */
 uint64_t extmap_complete(struct extmap *m, unsigned flight, off_t off, size_t len);
 
 /* The chunk failed: its pieces are queued again. */

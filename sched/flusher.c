@@ -175,10 +175,10 @@ struct bounce {
 };
 
 /* Unlocked: a chunk with pieces kept in the spool's journal is read back
- * into the flusher's aligned buffer b, which iov then points at alone. 0,
- * or -errno of the read. */
-static int gather_chunk(struct iovec *iov, const struct ext_src *src, int *niov, size_t len,
-			struct bounce *b)
+ * into the flusher's aligned buffer b; each run's iovecs are then one piece
+ * of it. 0, or -errno of the read. */
+static int gather_chunk(struct iovec *iov, const struct ext_src *src, int *niov,
+			struct chunk_run *runs, int nruns, size_t len, struct bounce *b)
 {
 	size_t at = 0;
 	int i;
@@ -207,24 +207,64 @@ static int gather_chunk(struct iovec *iov, const struct ext_src *src, int *niov,
 			return r;
 		at += iov[i].iov_len;
 	}
-	iov[0] = (struct iovec){.iov_base = b->buf, .iov_len = len};
-	*niov = 1;
+	at = 0;
+	for (i = 0; i < nruns; i++) {
+		iov[i] = (struct iovec){.iov_base = b->buf + at, .iov_len = runs[i].len};
+		runs[i].iov0 = i;
+		runs[i].niov = 1;
+		at += runs[i].len;
+	}
+	*niov = nruns;
 	return 0;
 }
 
+/* Called with the lock held: take the chunk's runs from f, from its cursor
+ * on, in offset order, at most max bytes and runs_max runs. Returns the
+ * bytes taken; runs[0 .. *nruns) say where. */
+static size_t take_runs(struct wq_file *f, unsigned id, size_t max, unsigned runs_max,
+			struct iovec *iov, struct ext_src *src, int *niov,
+			struct chunk_run *runs, int *nruns)
+{
+	size_t len = 0;
+
+	*niov = *nruns = 0;
+	while (*nruns < (int)runs_max && len < max && *niov < CHUNK_IOV_MAX) {
+		struct chunk_run *run = &runs[*nruns];
+		int n;
+
+		run->len = *nruns ? extmap_take_after(&f->map, runs[*nruns - 1].off +
+								   (off_t)runs[*nruns - 1].len,
+						      max - len, id, iov + *niov, src + *niov,
+						      CHUNK_IOV_MAX - *niov, &n, &run->off)
+				  : extmap_take_src(&f->map, f->cursor, max, id, iov, src,
+						    CHUNK_IOV_MAX, &n, &run->off);
+		if (!run->len)
+			break;
+		run->iov0 = *niov;
+		run->niov = n;
+		*niov += n;
+		len += run->len;
+		(*nruns)++;
+	}
+	return len;
+}
+
 /* Called with the lock held; drops and retakes it around the I/O. Returns
- * the bytes written (0: none, or it failed). */
+ * the bytes written (0: none, or it failed). A chunk is one run of f's
+ * queued extents or, where the pacer finds separate runs cheap (scattered
+ * small writes on a disk that does not seek), several, written together. */
 static size_t flush_chunk(struct wq *q, struct wq_file *f, struct bounce *bounce)
 {
 	struct iovec iov[CHUNK_IOV_MAX];
 	struct ext_src src[CHUNK_IOV_MAX];
+	struct chunk_run runs[CHUNK_RUNS_MAX];
 	bool spool_err;
 	unsigned id = ++q->next_flight ? q->next_flight : ++q->next_flight;
 	bool seeks;
-	int niov, r;
+	int niov, nruns, r;
 	g_autofree char *path = NULL;
 	struct statvfs sv;
-	off_t off;
+	off_t off, end;
 	size_t len;
 	int64_t t0, t1;
 	int svr;
@@ -236,10 +276,12 @@ static size_t flush_chunk(struct wq *q, struct wq_file *f, struct bounce *bounce
 		f->cursor = extmap_oldest_off(&f->map);
 	seeks = policy_chunk_seeks(q->head_moved, f == q->last_file && f->cursor == q->last_end,
 				   readgate_last_end_ns(&q->gate), q->meta.last_write_end_ns);
-	len = extmap_take_src(&f->map, f->cursor, pacer_chunk_bytes(&q->pacer, seeks), id, iov,
-			      src, CHUNK_IOV_MAX, &niov, &off);
+	len = take_runs(f, id, pacer_chunk_bytes(&q->pacer, seeks), pacer_runs_max(&q->pacer), iov,
+			src, &niov, runs, &nruns);
 	if (!len)
 		return 0;
+	off = runs[0].off;
+	end = runs[nruns - 1].off + (off_t)runs[nruns - 1].len;
 	seeks = seeks || off != q->last_end;
 	f->in_flight = true;
 	/* Round robin between files, unless someone waits on this one. */
@@ -249,39 +291,41 @@ static size_t flush_chunk(struct wq *q, struct wq_file *f, struct bounce *bounce
 	}
 	pthread_mutex_unlock(&q->lock);
 	/* The spool's disk is fast: read back before the chunk's time starts. */
-	r = gather_chunk(iov, src, &niov, len, bounce);
+	r = gather_chunk(iov, src, &niov, runs, nruns, len, bounce);
 	spool_err = r < 0;
 	t0 = now_ns();
 	if (r == 0)
-		r = chunk_write(f->fd, &f->dfd, iov, niov, off, len);
+		r = nruns > 1 ? chunk_write_runs(f->fd, iov, runs, nruns)
+			      : chunk_write(f->fd, &f->dfd, iov, niov, off, len);
 	t1 = now_ns();
 	/* Unlocked, these: a FUSE or network lower answers them over the wire. */
 	path = wq_fd_path(f->fd); /* unlocked, like the I/O */
 	svr = fstatvfs(q->root_fd, &sv);
-	sm_dbg("chunk of %zu bytes at %jd%s: %lld ms", len, (intmax_t)off, seeks ? " (seeks)" : "",
-	       (long long)((t1 - t0) / NSEC_PER_MSEC));
+	sm_dbg("chunk of %zu bytes in %d run%s at %jd%s: %lld ms", len, nruns, nruns > 1 ? "s" : "",
+	       (intmax_t)off, seeks ? " (seeks)" : "", (long long)((t1 - t0) / NSEC_PER_MSEC));
 	pthread_mutex_lock(&q->lock);
 	f->in_flight = false;
 	q->last_file = f;
-	q->last_end = off + (off_t)len;
+	q->last_end = end;
 	q->head_moved = false;
 	medium_written(q, t1);
 	if (r < 0) {
 		q->head_moved = true;
-		extmap_abort(&f->map, id, off, len);
+		extmap_abort(&f->map, id, off, (size_t)(end - off));
 		note_failure(q, f, r, spool_err ? "reading back from the spool for the write" : "write",
 			     path);
 		return 0;
 	}
 	note_success(q, f, path);
 	risk_add_path(q, path);
-	q->queued -= extmap_complete_counted(&f->map, id, off, len);
-	f->cursor = off + (off_t)len;
+	q->queued -= extmap_complete_counted(&f->map, id, off, (size_t)(end - off));
+	f->cursor = end;
 	wqf_landed(f);
 	sq_progress(q, f);
 	q->flushed_bytes += len;
 	q->chunks++;
-	pacer_done(&q->pacer, len, t0, t1, seeks);
+	q->gathered_chunks += nruns > 1;
+	pacer_done_runs(&q->pacer, len, t0, t1, seeks, (unsigned)nruns);
 	if (svr == 0) /* the flushed bytes left the reservation: count them as used */
 		wq_note_statvfs(q, &sv);
 	pthread_cond_broadcast(&q->space);
@@ -827,6 +871,7 @@ void wq_get_stats(struct wq *q, struct wq_stats *s)
 	    .parked_writes = q->parked.length + (q->admitting ? 1 : 0),
 	    .flushed_bytes = q->flushed_bytes,
 	    .chunks = q->chunks,
+	    .gathered_chunks = q->gathered_chunks,
 	    .bw_bps = q->pacer.bw_bps,
 	    .rate_bps = q->pacer.rate_bps,
 	    .latency_ns = q->pacer.latency_ns,

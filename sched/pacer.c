@@ -86,13 +86,51 @@ static void seek_sample(struct pacer *p, size_t bytes, int64_t took)
 				: extra;
 }
 
+unsigned pacer_runs_max(const struct pacer *p)
+{
+	int64_t n;
+
+	if (!p->run_learnt)
+		return RUNS_PROBE;
+	n = 1 + (p->run_ns ? p->latency_ns / 2 / p->run_ns : CHUNK_RUNS_MAX);
+	if (n < 2 && p->since_runs >= RUNS_REPROBE)
+		return 2;
+	return (unsigned)MIN(MAX(n, 1), CHUNK_RUNS_MAX);
+}
+
+/* A gathered chunk against the bandwidth: the rest, shared by its runs past
+ * the first, is what a run costs. */
+static void run_sample(struct pacer *p, size_t bytes, int64_t took, unsigned runs)
+{
+	int64_t transfer = p->bw_bps ? (int64_t)((uint64_t)bytes * NSEC_PER_SEC / p->bw_bps) : 0;
+	int64_t extra = MAX(took - transfer, 0) / (int64_t)(runs - 1);
+
+	p->run_ns = p->run_learnt ? (p->run_ns * (100 - SEEK_NEW_PCT) + extra * SEEK_NEW_PCT) / 100
+				  : extra;
+	p->run_learnt = true;
+	/* No contiguous chunk has measured the medium yet: this is the best
+	 * estimate there is (status' flush rate and ETA), a low one. */
+	if (!p->bw_bps && took > 0 && bytes >= CHUNK_MIN_BYTES / 2)
+		p->bw_bps = (uint64_t)bytes * NSEC_PER_SEC / (uint64_t)took;
+}
+
 void pacer_done(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns, bool seeks)
+{
+	pacer_done_runs(p, bytes, start_ns, end_ns, seeks, 1);
+}
+
+void pacer_done_runs(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns, bool seeks,
+		     unsigned runs)
 {
 	int64_t took = end_ns - start_ns;
 	bool learnt = seek_learnt(p, seeks); /* as pacer_chunk_bytes sized it */
 
 	p->seeks_in_row = seeks ? p->seeks_in_row + 1 : 0;
-	if (learnt && p->bw_bps) {
+	p->since_runs = runs > 1 ? 0 : p->since_runs + 1;
+	if (runs > 1) {
+		if (took > 0)
+			run_sample(p, bytes, took, runs);
+	} else if (learnt && p->bw_bps) {
 		if (took > 0)
 			seek_sample(p, bytes, took);
 	} else if (took > 0 && bytes >= CHUNK_MIN_BYTES / 2) {

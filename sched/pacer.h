@@ -17,6 +17,9 @@ struct pacer {
 	size_t last_chunk;   /* bytes of the last sampled chunk: growth is at most 2x */
 	int64_t seek_ns;     /* EWMA of what a chunk that moves the head takes extra */
 	unsigned seeks_in_row; /* chunks in a row that moved the head */
+	int64_t run_ns;      /* EWMA of what each run of a gathered chunk costs past the first */
+	bool run_learnt;     /* run_ns holds a sample */
+	unsigned since_runs; /* chunks since the last gathered one */
 };
 
 void pacer_init(struct pacer *p, uint64_t rate_bps, unsigned latency_ms);
@@ -24,6 +27,18 @@ void pacer_init(struct pacer *p, uint64_t rate_bps, unsigned latency_ms);
  * chunk does not continue the last I/O of the medium (a read, a syncfs or
  * another file came between), so its budget pays for the head's move first. */
 size_t pacer_chunk_bytes(const struct pacer *p, bool seeks);
+/* How many separate runs of one file the next chunk may gather (1: just
+ * one): each run past the first costs run_ns, and together they may take at
+ * most half of latency=. Before run_ns is learnt, RUNS_PROBE; when the medium
+ * allows no second run, a probe of two every RUNS_REPROBE chunks. */
+#define CHUNK_RUNS_MAX 64
+#define RUNS_PROBE 4
+#define RUNS_REPROBE 64
+unsigned pacer_runs_max(const struct pacer *p);
+/* pacer_done for a chunk of `runs` runs: a gathered chunk (runs > 1) feeds
+ * run_ns, not the bandwidth nor the seek (its time is mostly the runs'). */
+void pacer_done_runs(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns, bool seeks,
+		     unsigned runs);
 /* Nanoseconds to wait before the next chunk may start (0: go). */
 int64_t pacer_delay_ns(const struct pacer *p, int64_t now_ns);
 /* A chunk of `bytes` ran from start_ns to end_ns; seeks as for pacer_chunk_bytes. */

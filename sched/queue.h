@@ -117,6 +117,7 @@ struct wq_stats {
 	unsigned parked_writes;	 /* writes waiting for room */
 	unsigned failing_files;	 /* files whose last attempt failed */
 	uint64_t flushed_bytes, chunks;
+	uint64_t gathered_chunks; /* chunks of several runs (flush_chunk) */
 	uint64_t bw_bps;	 /* measured flush bandwidth (0: not yet) */
 	uint64_t rate_bps;	 /* rate= cap now (0: none) */
 	int64_t latency_ns;

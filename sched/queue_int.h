@@ -178,7 +178,7 @@ struct wq {
 	/* Lower paths whose metadata may not be on the medium (risk.c). */
 	struct risk risk;
 	bool check_medium;	   /* a chunk failed: flush the metadata to see */
-	uint64_t flushed_bytes, chunks;
+	uint64_t flushed_bytes, chunks, gathered_chunks;
 	unsigned max_dirty; /* immutable: each dirty file holds up to two fds */
 	struct spoolq *sq;  /* spool=DIR (set before wq_start), else NULL */
 	struct medium medium; /* wq_spool_open's: the spool's key, a rescue's */

@@ -548,6 +548,40 @@ START_TEST(test_take_from_and_wrap)
 }
 END_TEST
 
+START_TEST(test_take_runs_one_flight)
+{
+	struct ext_src src[8];
+	uint64_t done;
+
+	put(&m, 0, 100, 1, NO_COALESCE);
+	put(&m, 500, 100, 2, NO_COALESCE);
+	put(&m, 900, 100, 3, NO_COALESCE);
+	/* Runs of one chunk: the first wraps as take does, the later ones not. */
+	ck_assert_uint_eq(extmap_take_src(&m, 400, 1000, 7, taken.iov, src, 8, &taken.niov,
+					  &taken.off), 100);
+	ck_assert_int_eq(taken.off, 500);
+	ck_assert_uint_eq(extmap_take_after(&m, 600, 1000, 7, taken.iov, src, 8, &taken.niov,
+					    &taken.off), 100);
+	ck_assert_int_eq(taken.off, 900);
+	ck_assert_uint_eq(extmap_take_after(&m, 1000, 1000, 7, taken.iov, src, 8, &taken.niov,
+					    &taken.off), 0); /* 0 is before: no wrap */
+	/* A write into the gap while the chunk is out: not the chunk's. */
+	put(&m, 700, 50, 4, NO_COALESCE);
+	/* Aborted over the span: both runs queued again, the gap's write as it was. */
+	extmap_abort(&m, 7, 500, 500);
+	ck_layout(&m, "0+100 500+100 700+50 900+100");
+	/* Completed over the span: only the chunk's runs go. */
+	ck_assert_uint_eq(extmap_take_src(&m, 400, 1000, 8, taken.iov, src, 8, &taken.niov,
+					  &taken.off), 100);
+	ck_assert_uint_eq(extmap_take_after(&m, 600, 60, 8, taken.iov, src, 8, &taken.niov,
+					    &taken.off), 50);
+	ck_assert_int_eq(taken.off, 700);
+	done = extmap_complete(&m, 8, 500, 250);
+	ck_assert_uint_eq(done, 150);
+	ck_layout(&m, "0+100 900+100");
+}
+END_TEST
+
 START_TEST(test_take_skips_in_flight)
 {
 	put(&m, 0, 100, 1, NO_COALESCE);
@@ -1489,6 +1523,7 @@ static Suite *extents_suite(void)
 	tcase_add_test(fl, test_take_splits_at_max);
 	tcase_add_test(fl, test_take_niov_max);
 	tcase_add_test(fl, test_take_from_and_wrap);
+	tcase_add_test(fl, test_take_runs_one_flight);
 	tcase_add_test(fl, test_take_skips_in_flight);
 	tcase_add_test(fl, test_complete);
 	tcase_add_test(fl, test_overwrite_in_flight_then_complete);

@@ -279,6 +279,56 @@ START_TEST(test_seek_as_norm)
 }
 END_TEST
 
+START_TEST(test_runs)
+{
+	struct pacer p;
+
+	/* Before any gathered chunk: a probe of RUNS_PROBE. */
+	pacer_init(&p, 0, 100);
+	ck_assert_uint_eq(pacer_runs_max(&p), RUNS_PROBE);
+	pacer_done(&p, MiB, T0, T0 + 10 * NSEC_PER_MSEC, false); /* 100 MiB/s */
+	ck_assert_uint_eq(pacer_runs_max(&p), RUNS_PROBE);
+	/* A disk that does not seek: 4 runs of 4 KiB in 1 ms, 40 us of transfer,
+	 * 320 us a run: (50 ms / 320 us) + 1 = 157, clamped. */
+	pacer_done_runs(&p, 16384, T0, T0 + NSEC_PER_MSEC, true, 4);
+	ck_assert_int_eq(p.run_ns, (NSEC_PER_MSEC - 16384ll * NSEC_PER_SEC / (100 * MiB)) / 3);
+	ck_assert_uint_eq(pacer_runs_max(&p), CHUNK_RUNS_MAX);
+	/* ... nor feeds the bandwidth */
+	ck_assert_uint_eq(p.bw_bps, 100 * MiB);
+	/* An optical head: 4 runs in 400 ms, about 130 ms each (EWMA of half),
+	 * more than half of latency=: one run a chunk... */
+	for (int i = 0; i < 8; i++)
+		pacer_done_runs(&p, 16384, T0, T0 + 400 * NSEC_PER_MSEC, true, 4);
+	ck_assert_uint_eq(pacer_runs_max(&p), 1);
+	/* ... but a probe of two after RUNS_REPROBE single-run chunks. */
+	for (int i = 0; i < RUNS_REPROBE - 1; i++)
+		pacer_done(&p, MiB, T0, T0 + 10 * NSEC_PER_MSEC, false);
+	ck_assert_uint_eq(pacer_runs_max(&p), 1);
+	pacer_done(&p, MiB, T0, T0 + 10 * NSEC_PER_MSEC, false);
+	ck_assert_uint_eq(pacer_runs_max(&p), 2);
+	/* Runs of 9 ms with latency=100: 1 + 50/9 = 6. */
+	for (int i = 0; i < 16; i++)
+		pacer_done_runs(&p, 8192, T0, T0 + 9 * NSEC_PER_MSEC + 8192ll * NSEC_PER_SEC / p.bw_bps,
+				true, 2);
+	ck_assert_uint_eq(pacer_runs_max(&p), 6);
+}
+END_TEST
+
+START_TEST(test_runs_seed_bandwidth)
+{
+	struct pacer p;
+
+	/* Only gathered chunks so far: they give the first (low) estimate. */
+	pacer_init(&p, 0, 100);
+	pacer_done_runs(&p, MiB, T0, T0 + 100 * NSEC_PER_MSEC, true, 8);
+	ck_assert_uint_eq(p.bw_bps, 10 * MiB);
+	/* A tiny one does not. */
+	pacer_init(&p, 0, 100);
+	pacer_done_runs(&p, 8192, T0, T0 + NSEC_PER_MSEC, true, 2);
+	ck_assert_uint_eq(p.bw_bps, 0);
+}
+END_TEST
+
 START_TEST(test_gate_no_reads)
 {
 	struct readgate g;
@@ -382,6 +432,8 @@ static Suite *pacer_suite(void)
 	tcase_add_test(tc, test_rate_idle_burst);
 	tcase_add_test(tc, test_seek_learnt);
 	tcase_add_test(tc, test_seek_as_norm);
+	tcase_add_test(tc, test_runs);
+	tcase_add_test(tc, test_runs_seed_bandwidth);
 	suite_add_tcase(s, tc);
 
 	tcase_add_test(gate, test_gate_no_reads);
