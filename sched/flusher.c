@@ -9,7 +9,13 @@
  * go round robin), takes a run of its extents sized by the pacer (bandwidth
  * x latency=, less a learnt seek when the chunk does not continue the last
  * one: policy_chunk_seeks) and writes it with chunk_write, which waits until
- * it is written. A rate= token bucket spaces chunks. A file's pending
+ * it is written. Scattered small writes make runs of a page or two; written
+ * one waited run at a time, a disk gets them at a queue depth of one. So a
+ * chunk may gather further runs of the same file, after the first in offset
+ * order (never wrapping), as many as the pacer says fit (pacer_runs_max: each
+ * costs what it learnt a run costs, together at most half of latency=, so a
+ * seeking head gets one): chunk_write_runs writes them buffered and waits for
+ * all of them at once. A rate= token bucket spaces chunks. A file's pending
  * truncate goes before its next chunk.
  *
  * Reads first. Before each chunk the read gate is asked (policy_gate_hold):
