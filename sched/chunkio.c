@@ -43,6 +43,7 @@
 
 #define FLUSH_IOV_MAX CHUNK_IOV_MAX
 #define DIRECT_ALIGN 4096
+#define DIRECT_MIN_BYTES (64u << 10) /* smaller chunks go buffered, whole (write_chunk_once) */
 #define FUSE_SUPER_MAGIC 0x65735546
 /* cachestat(2), Linux 6.5; the same number on every architecture. The C
  * library and the kernel headers here predate it. */
@@ -227,6 +228,11 @@ static int write_chunk_once(int fd, int *dfd, struct iovec *iov, int niov, off_t
 	size_t pos = 0;
 	int r = 0;
 
+	/* A small chunk goes buffered, whole: its ragged ends would each be a
+	 * waited write of their own beside the direct middle, three round trips
+	 * to the device for what one takes. */
+	if (len < DIRECT_MIN_BYTES)
+		return write_buffered(fd, iov, niov, off, len);
 	if (a1 - a0 >= DIRECT_ALIGN && *dfd == CHUNK_DFD_UNTRIED)
 		*dfd = chunk_open_direct(fd);
 	if (*dfd < 0 || a1 - a0 < DIRECT_ALIGN || range_cached(fd, a0, (size_t)(a1 - a0)))

@@ -69,6 +69,15 @@ size_t pacer_chunk_bytes(const struct pacer *p, bool seeks)
 	return (size_t)bytes & ~(size_t)4095;
 }
 
+int64_t pacer_chunk_ns(const struct pacer *p, size_t bytes)
+{
+	uint64_t bw = effective_bw(p);
+
+	if (!bw)
+		return -1;
+	return (int64_t)((unsigned __int128)bytes * NSEC_PER_SEC / bw) + p->seek_ns;
+}
+
 int64_t pacer_delay_ns(const struct pacer *p, int64_t now_ns)
 {
 	if (!p->rate_bps || p->next_ok_ns <= now_ns)

@@ -39,6 +39,9 @@ unsigned pacer_runs_max(const struct pacer *p);
  * run_ns, not the bandwidth nor the seek (its time is mostly the runs'). */
 void pacer_done_runs(struct pacer *p, size_t bytes, int64_t start_ns, int64_t end_ns, bool seeks,
 		     unsigned runs);
+/* How long a chunk of `bytes` should take on the medium, a seek included
+ * when one was learnt; -1 before the bandwidth is known. */
+int64_t pacer_chunk_ns(const struct pacer *p, size_t bytes);
 /* Nanoseconds to wait before the next chunk may start (0: go). */
 int64_t pacer_delay_ns(const struct pacer *p, int64_t now_ns);
 /* A chunk of `bytes` ran from start_ns to end_ns; seeks as for pacer_chunk_bytes. */

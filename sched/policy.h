@@ -59,8 +59,8 @@ struct gate_hold {
 /*
  * How long the next chunk must still wait for reads (0: go). gate_wait_ns is
  * the read gate's answer (readgate_wait_ns); reads_active whether reads are in
- * flight. A chunk somebody waits on (urgent) waits for reads in flight only,
- * not for their grace; while writers wait, no chunk is held back more than
+ * flight that the chunk would delay noticeably (flusher.c). A chunk somebody
+ * waits on (urgent) waits for those only, not for their grace; while writers wait, no chunk is held back more than
  * GATE_HOLD_MAX_LATENCIES x latency_ns in a row.
  */
 int64_t policy_gate_hold(struct gate_hold *h, int64_t gate_wait_ns, bool reads_active,
