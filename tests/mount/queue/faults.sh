@@ -19,10 +19,11 @@
 #           fsync or close; after a stall or a return, it completes without
 #   others  other files of the mount keep working: a new file written,
 #           fsynced and closed (during an eject: its write accepted)
-#   fast    stat, readdir and reads of cached files answer within 100 ms
-#           during the fault (a round of probes fails only if the next one
-#           is slow too: a probe stuck behind the fault is slow in both, a
-#           busy machine's hiccup is not)
+#   fast    stat, readdir and reads of cached files, and a stat of the
+#           fault's own file (queued, failing or unreadable data), answer
+#           within 100 ms during the fault (a round of probes fails only if
+#           the next one is slow too: a probe stuck behind the fault is slow
+#           in both, a busy machine's hiccup is not)
 #   log     the daemon's output names the failing file and its error
 #           (read-eio: and a reader looping on the bad sector gets a few
 #           lines, not one per read)
@@ -166,21 +167,26 @@ for i in 1 2; do
 	PROBE+=(stat=ok "$MNT/cached/c$i" readdir=ok "$MNT/cached" "$READ_EXPECT" "$MNT/cached/c$i" 256K $((20 + i)))
 done
 
-# probe_once: 1 when a probe failed or took longer than PROBE_LIMIT_S.
+# probe_once [FILE...]: 1 when a probe failed or took longer than
+# PROBE_LIMIT_S; the FILEs (of the mount) are stat'ed too. A probe stuck for
+# longer than the daemons' req_bound= fails the bound column as well.
 probe_once() {
-	local out rc=0
-	out=$(timeout 10 "$QIO" "${PROBE[@]}" 2>&1) || rc=$?
+	local out rc=0 f steps=("${PROBE[@]}")
+	for f in "$@"; do steps+=(stat=ok "$f"); done
+	out=$(timeout 10 "$QIO" "${steps[@]}" 2>&1) || rc=$?
 	out=$(grep ' rc=' <<<"$out")
 	PROBE_LAST=$(awk '{sub("secs=", "", $4); printf "%s %s %s, ", $1, $2, $4}' <<<"$out")
 	# every step answered (on ext2: as expected), each within the limit
-	[ "$(wc -l <<<"$out")" = 6 ] && { [ "$FSTYPE" != ext2 ] || [ "$rc" = 0 ]; } &&
+	[ "$(wc -l <<<"$out")" = $((6 + $#)) ] && { [ "$FSTYPE" != ext2 ] || [ "$rc" = 0 ]; } &&
 		awk -v lim="$PROBE_LIMIT_S" '{sub("secs=", "", $4); if ($4 > lim) bad = 1} END {exit bad}' <<<"$out"
 }
-probe() { # FAULT
-	if probe_once || { sleep 0.2 && probe_once; }; then
-		res "$1" fast "stat, readdir, cached reads within ${PROBE_LIMIT_S}s ($PROBE_LAST)" true
+probe() { # FAULT [FILE...]: the fault's own files, stat'ed too
+	local f=$1
+	shift
+	if probe_once "$@" || { sleep 0.2 && probe_once "$@"; }; then
+		res "$f" fast "stat, readdir, cached reads within ${PROBE_LIMIT_S}s ($PROBE_LAST)" true
 	else
-		res "$1" fast "stat, readdir, cached reads within ${PROBE_LIMIT_S}s, twice slow ($PROBE_LAST)" false
+		res "$f" fast "stat, readdir, cached reads within ${PROBE_LIMIT_S}s, twice slow ($PROBE_LAST)" false
 	fi
 }
 
@@ -323,7 +329,7 @@ if runs write-eio; then
 	[ -s "$Q_TMP/ext" ] || q_fail "no extents found for w-v"
 	while read -r s e; do ctl "fail write $s $e"; done <"$Q_TMP/ext"
 	timeout 30 "$QIO" open "$MNT/w-v" write 512K 41 fsync close >"$Q_TMP/w.out" 2>&1
-	probe $F
+	probe $F "$MNT/w-v"
 	other $F o-1
 	if [ "$FSTYPE" = ext2 ]; then
 		res $F error "the overwrite's writer got $E_IO: $(tr '\n' ' ' <"$Q_TMP/w.out")" got_error "$Q_TMP/w.out" $E_IO
@@ -351,7 +357,7 @@ if runs read-eio; then
 	while read -r s e; do ctl "fail read $s $e"; done <"$Q_TMP/ext"
 	timeout 30 "$QIO" verify "$MNT/w-r" 256K 42 >"$Q_TMP/r.out" 2>&1
 	res $F error "the reader got $E_IO: $(tr '\n' ' ' <"$Q_TMP/r.out")" grep -q "^verify rc=$E_IO" "$Q_TMP/r.out"
-	probe $F
+	probe $F "$MNT/w-r"
 	other $F o-1
 	res $F log "the log names w-r with $E_IO" log_has w-r $E_IO
 	res $F status "status: a read of w-r refused with $E_IO" read_status_has w-r $E_IO 1
@@ -383,7 +389,7 @@ if runs stall; then
 	q_on_exit "kill_qio $SPID"
 	sleep 1
 	q_check "$F: the writer waits (backpressure)" kill -0 $SPID
-	probe $F
+	probe $F "$MNT/w-s"
 	res $F status "status answers during the stall, no error" \
 		timeout 2 python3 -c 'import json,sys; m=json.load(sys.stdin)["mounts"][0]; sys.exit(m["errors"] != 0)' \
 		< <("$CTL" status "$MNT" --json)
@@ -410,7 +416,7 @@ if runs full; then
 	start
 	timeout 30 "$QIO" create "$MNT/w-f" write 2M 45 fsync close >"$Q_TMP/f.out" 2>&1
 	res $F error "the writer got $E_FULL: $(tr '\n' ' ' <"$Q_TMP/f.out")" got_error "$Q_TMP/f.out" $E_FULL
-	probe $F
+	probe $F "$MNT/w-f"
 	rm -f "$MNT/fill"
 	other $F o-f
 	res $F log "the log names w-f with $E_FULL" log_has w-f $E_FULL
@@ -428,7 +434,7 @@ if runs eject; then
 	q_on_exit "kill_qio $EPID"
 	sleep 0.7
 	ctl eject
-	probe $F
+	probe $F "$MNT/w-e"
 	timeout 20 "$QIO" create "$MNT/o-e" write=ok 64K 32 close >"$Q_TMP/oe.out" 2>&1
 	res $F others "another file accepted (queued) during the eject: $(tr '\n' ' ' <"$Q_TMP/oe.out")" \
 		grep -q '^write rc=ok' "$Q_TMP/oe.out"
@@ -449,7 +455,7 @@ if runs eject-return; then
 	acked w-b 46 "$Q_TMP/b.out"
 	sleep 0.3
 	ctl eject
-	probe $F
+	probe $F "$MNT/w-b"
 	res $F status "status: w-b failing, $E_IO, during the eject" wait_status w-b $E_IO 5
 	res $F log "the log names w-b with $E_IO" log_has w-b $E_IO
 	ctl clear
