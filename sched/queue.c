@@ -401,7 +401,7 @@ void wqf_clean(struct wq *q, struct wq_file *f)
 	 * utimens wait (the owner, held until after, keeps f alive). */
 	if (f->times_set) {
 		memcpy(c.times, f->times, sizeof(c.times));
-		f->restoring = true;
+		__atomic_store_n(&f->restoring, true, __ATOMIC_RELEASE);
 	}
 	f->times_set = false;
 	sq_progress(q, f);
@@ -485,8 +485,8 @@ void wq_unlock_and_release(struct wq *q)
 		for (guint i = 0; i < fds->len; i++) {
 			struct closing *c = &g_array_index(fds, struct closing, i);
 			if (c->times_set) {
-				c->f->restoring = false;
 				wqf_landed(c->f); /* a stat taken before sees it changed */
+				__atomic_store_n(&c->f->restoring, false, __ATOMIC_RELEASE);
 				c->f->stimes_gen = 0;
 				sq_progress(q, c->f);
 			}
@@ -1222,6 +1222,12 @@ uint64_t wq_seq(struct wq *q, struct wq_file *f)
 
 bool wq_fix_stat(struct wq *q, struct wq_file *f, struct stat *st, uint64_t seq)
 {
+	/* As wq_read: a file clean through the stat (nothing landed, no times
+	 * being restored) needs no lock; most stats are of such files. */
+	if (!__atomic_load_n(&f->dirty, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&f->restoring, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) == seq)
+		return true;
 	pthread_mutex_lock(&q->lock);
 	wait_restored(q, f);
 	if (f->seq != seq) {
