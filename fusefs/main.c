@@ -22,8 +22,6 @@
  * copying writes, the daemon's RSS would follow the thread count, not
  * queue= (fsx at queue=1M: peak 36-48 MiB; 25-32 MiB with 2 arenas). */
 #define MALLOC_ARENAS 2
-#define MALLOC_MMAP_MIN (32 << 20) /* glibc's largest dynamic threshold */
-#define MALLOC_TRIM_MIN (64 << 20)
 #define MAX_THREADS_LIMIT 100000 /* libfuse's own bound; larger means "not given" */
 /* libfuse's default is 10. Writers waiting for room hold no worker (they are
  * parked), but fsync and sync_close waiters do: reads must still find one. */
@@ -248,12 +246,6 @@ int main(int argc, char *argv[])
 
 	raise_nofile_limit();
 	mallopt(M_ARENA_MAX, MALLOC_ARENAS); /* before any thread exists */
-	/* Buffers from the arenas, kept there when freed: a fresh mmap, or
-	 * memory just given back, costs a page fault per page at the next write
-	 * (the queue's copy ran at 51-111 MB/s so). The control thread hands
-	 * free memory back every 2 s instead (control.c: trim_cb). */
-	mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_MIN);
-	mallopt(M_TRIM_THRESHOLD, MALLOC_TRIM_MIN);
 	umask(0); /* the caller's umask is already applied by the kernel */
 	fd = lower_open(&fs.opts);
 	if (fd < 0) {
