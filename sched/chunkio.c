@@ -162,15 +162,21 @@ out:
 	return hi;
 }
 
+/* Write fd's dirty pages in [off, off+len) and wait until they are written. */
+static int wait_written(int fd, off_t off, off_t len)
+{
+	return sync_file_range(fd, off, len,
+			       SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+				       SYNC_FILE_RANGE_WAIT_AFTER) < 0
+		       ? -errno
+		       : 0;
+}
+
 static int write_buffered(int fd, struct iovec *iov, int niov, off_t off, size_t len)
 {
 	int r = fd_pwritev_all(fd, iov, niov, off);
 
-	if (r == 0 && len && sync_file_range(fd, off, (off_t)len,
-					     SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-						     SYNC_FILE_RANGE_WAIT_AFTER) < 0)
-		r = -errno;
-	return r;
+	return r == 0 && len ? wait_written(fd, off, (off_t)len) : r;
 }
 
 /* Whether the page cache holds any page of fd's [off, off+len). False when
@@ -277,11 +283,8 @@ int chunk_write(int fd, int *dfd, struct iovec *iov, int niov, off_t off, size_t
 {
 	int r = write_chunk_once(fd, dfd, iov, niov, off, len);
 
-	if (r == 0 && *dfd >= 0 &&
-	    sync_file_range(fd, off, (off_t)len,
-			    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-				    SYNC_FILE_RANGE_WAIT_AFTER) < 0)
-		r = -errno;
+	if (r == 0 && *dfd >= 0)
+		r = wait_written(fd, off, (off_t)len);
 	return r;
 }
 
@@ -300,11 +303,7 @@ int chunk_write_runs(int fd, struct iovec *iov, const struct chunk_run *runs, in
 		if (r < 0)
 			return r;
 	}
-	if (sync_file_range(fd, runs[0].off, span,
-			    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-				    SYNC_FILE_RANGE_WAIT_AFTER) < 0)
-		return -errno;
-	return 0;
+	return wait_written(fd, runs[0].off, span);
 }
 
 int chunk_truncate(int fd, off_t floor, off_t size)
@@ -318,9 +317,5 @@ int chunk_truncate(int fd, off_t floor, off_t size)
 
 int chunk_sync_bdev_range(int bdev_fd, uint64_t off, uint64_t len)
 {
-	int r = sync_file_range(bdev_fd, (off64_t)off, (off64_t)len,
-				SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-					SYNC_FILE_RANGE_WAIT_AFTER);
-
-	return r < 0 ? -errno : 0;
+	return wait_written(bdev_fd, (off_t)off, (off_t)len);
 }

@@ -233,23 +233,23 @@ static size_t take_runs(struct wq_file *f, unsigned id, size_t max, unsigned run
 {
 	size_t len = 0;
 
+	off_t from = f->cursor;
+
 	*niov = *nruns = 0;
 	while (*nruns < (int)runs_max && len < max && *niov < CHUNK_IOV_MAX) {
 		struct chunk_run *run = &runs[*nruns];
 		int n;
 
-		run->len = *nruns ? extmap_take_after(&f->map, runs[*nruns - 1].off +
-								   (off_t)runs[*nruns - 1].len,
-						      max - len, id, iov + *niov, src + *niov,
-						      CHUNK_IOV_MAX - *niov, &n, &run->off)
-				  : extmap_take_src(&f->map, f->cursor, max, id, iov, src,
-						    CHUNK_IOV_MAX, &n, &run->off);
+		run->len = (*nruns ? extmap_take_after : extmap_take_src)(
+			&f->map, from, max - len, id, iov + *niov, src + *niov, CHUNK_IOV_MAX - *niov,
+			&n, &run->off);
 		if (!run->len)
 			break;
 		run->iov0 = *niov;
 		run->niov = n;
 		*niov += n;
 		len += run->len;
+		from = run->off + (off_t)run->len;
 		(*nruns)++;
 	}
 	return len;
@@ -476,8 +476,13 @@ static int64_t gate_hold_ns(struct wq *q, const struct wq_file *f, int64_t now)
 	 * it would delay them by less than a cached read takes (a small one on
 	 * a fast disk): fsync would wait behind every stat of a busy tree
 	 * (dbench's Flush took 3x passthrough_ll's). */
-	int64_t est = pacer_chunk_ns(&q->pacer, MIN(f->map.bytes, pacer_chunk_bytes(&q->pacer, true)));
-	bool reads = readgate_active(&q->gate) && (est < 0 || est >= META_MEDIUM_NS);
+	bool reads = readgate_active(&q->gate);
+
+	if (reads && f->urgent) {
+		int64_t est = pacer_chunk_ns(&q->pacer, MIN(f->map.bytes,
+							    pacer_chunk_bytes(&q->pacer, true)));
+		reads = est < 0 || est >= META_MEDIUM_NS;
+	}
 
 	return policy_gate_hold(&q->held, readgate_wait_ns(&q->gate, now), reads, f->urgent,
 				wq_writers_waiting(q), q->pacer.latency_ns, now);

@@ -42,6 +42,13 @@ static uint64_t effective_bw(const struct pacer *p)
 	return p->bw_bps;
 }
 
+/* How long bytes take to cross at bw (> 0) bytes/s; in 128 bits, as
+ * bytes x NSEC_PER_SEC passes 64 beyond 18 GB. */
+static int64_t transfer_ns(size_t bytes, uint64_t bw)
+{
+	return (int64_t)((unsigned __int128)bytes * NSEC_PER_SEC / bw);
+}
+
 static bool seek_learnt(const struct pacer *p, bool seeks)
 {
 	return seeks && p->seeks_in_row < SEEKS_IN_ROW_NORMAL;
@@ -75,7 +82,7 @@ int64_t pacer_chunk_ns(const struct pacer *p, size_t bytes)
 
 	if (!bw)
 		return -1;
-	return (int64_t)((unsigned __int128)bytes * NSEC_PER_SEC / bw) + p->seek_ns;
+	return transfer_ns(bytes, bw) + p->seek_ns;
 }
 
 int64_t pacer_delay_ns(const struct pacer *p, int64_t now_ns)
@@ -88,8 +95,7 @@ int64_t pacer_delay_ns(const struct pacer *p, int64_t now_ns)
 /* A seeking chunk against the bandwidth of contiguous ones: the rest is the seek. */
 static void seek_sample(struct pacer *p, size_t bytes, int64_t took)
 {
-	int64_t transfer = (int64_t)((uint64_t)bytes * NSEC_PER_SEC / p->bw_bps);
-	int64_t extra = MIN(MAX(took - transfer, 0), p->latency_ns);
+	int64_t extra = MIN(MAX(took - transfer_ns(bytes, p->bw_bps), 0), p->latency_ns);
 
 	p->seek_ns = p->seek_ns ? (p->seek_ns * (100 - SEEK_NEW_PCT) + extra * SEEK_NEW_PCT) / 100
 				: extra;
@@ -111,7 +117,7 @@ unsigned pacer_runs_max(const struct pacer *p)
  * the first, is what a run costs. */
 static void run_sample(struct pacer *p, size_t bytes, int64_t took, unsigned runs)
 {
-	int64_t transfer = p->bw_bps ? (int64_t)((uint64_t)bytes * NSEC_PER_SEC / p->bw_bps) : 0;
+	int64_t transfer = p->bw_bps ? transfer_ns(bytes, p->bw_bps) : 0;
 	int64_t extra = MAX(took - transfer, 0) / (int64_t)(runs - 1);
 
 	p->run_ns = p->run_learnt ? (p->run_ns * (100 - SEEK_NEW_PCT) + extra * SEEK_NEW_PCT) / 100

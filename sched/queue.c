@@ -1368,7 +1368,6 @@ static off_t round_grain(off_t x)
 
 /* The lower file's SEEK_DATA or SEEK_HOLE at pos, below floor: what it
  * answers, or INT64_MAX (no data) / pos (a hole) past its end. */
-
 static off_t lower_seek(int fd, off_t pos, int whence, off_t floor)
 {
 	struct stat st;
