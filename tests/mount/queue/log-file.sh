@@ -6,10 +6,11 @@
 # eio.sh) are there, each with a timestamp, the ident and the daemon's pid.
 # SLOWMEDIA_LOG_FILE keeps the test out of /var/log; the default file for root
 # is checked under a private tmpfs on /var/log (our own mount namespace).
-# usage: log-file.sh SLOWMEDIA QIO SLOWDEV
-SLOWMEDIA=$1 QIO=$2 SLOWDEV=${3:-}
+# usage: log-file.sh SLOWMEDIA QIO SLOWDEV SLOWMEDIACTL
+SLOWMEDIA=$1 QIO=$2 SLOWDEV=${3:-} CTL=${4:-}
 . "$(dirname "$0")/qlib.sh"
 q_require_slowdev
+[ -x "$CTL" ] || q_skip "needs slowmediactl"
 q_init
 
 SD=qt-logfile-$$ LOWER=$Q_TMP/lower MNT=$Q_TMP/mnt
@@ -99,7 +100,11 @@ q_check "the victim file, allocated and synced" \
 	"$QIO" create "$MNT/$NAME" write=ok 128K 19 fsync=ok close=ok
 sync -f "$LOWER"
 slowdev_ctl "$SD" "fail write 0 $((16 << 20))" || q_fail "slowdev refused the fault"
+# Paused, so the close cannot race the flusher's failed chunk (which would
+# make it return the file's EIO: seen once in CI, the medium failing in 1 ms).
+"$CTL" pause "$MNT" >/dev/null || q_fail "pause"
 q_check "the overwrite is queued" "$QIO" open "$MNT/$NAME" write=ok 64K 21 close=ok
+"$CTL" resume "$MNT" >/dev/null || q_fail "resume"
 for ((i = 0; i < 100; i++)); do
 	grep -q "failed: " "$LOGF" && break
 	sleep 0.1
