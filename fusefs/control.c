@@ -478,8 +478,10 @@ static void reply_status(struct ctl_client *cl)
 	ctl_add(o, "group", so->group ? so->group : "");
 	{
 		int id;
-		ctl_add(o, "arbiter", arb_state(fs->wq, &id));
+		bool lease;
+		ctl_add(o, "arbiter", arb_state(fs->wq, &id, &lease));
 		ctl_add_i64(o, "arbiter_id", id);
+		ctl_add_u64(o, "arbiter_lease", lease);
 	}
 	ctl_add_u64(o, "read_bytes", __atomic_load_n(&fs->read_bytes, __ATOMIC_RELAXED));
 	add_read_errors(o, fs);

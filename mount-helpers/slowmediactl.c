@@ -395,9 +395,9 @@ static void human_settings(GString *o, const struct ctl_msg *s)
 	g_string_append_printf(o, "  limits    rate %s%s, latency %s ms\n", cap,
 			       get_u(s, "rate") ? "/s" : "", get_s(s, "latency_ms"));
 	g_string_append_printf(
-	    o, "  sharing   prio %s, class %s, weight %s, group %s, arbiter %s\n",
+	    o, "  sharing   prio %s, class %s, weight %s, group %s, arbiter %s%s\n",
 	    get_s(s, "prio"), get_s(s, "class"), get_s(s, "weight"), *group ? group : "-",
-	    *arb ? arb : "-");
+	    *arb ? arb : "-", get_u(s, "arbiter_lease") ? " (alone in its group: a lease)" : "");
 	g_string_append_printf(
 	    o, "  totals    read %s, written %s in %" G_GUINT64_FORMAT " chunk%s\n", rd,
 	    wr, get_u(s, "chunks"), get_u(s, "chunks") == 1 ? "" : "s");

@@ -12,6 +12,12 @@
  * writes at once when it comes, and reports done. A grant that finds no
  * work left (the file went clean meanwhile) is given back with done bytes=0.
  *
+ * A grant with lease=1 (the mount is alone in its group) sets q->arb.lease:
+ * from then on arb_acquire lets every chunk through at once, counting those
+ * in flight (lease_flying), until `revoke` comes; the done for the whole
+ * lease (its bytes) goes out when the last of them ended, and the flushers
+ * ask chunk by chunk again.
+ *
  * Without an arbiter the mount paces alone, as with arbiter=off: at start
  * until registered, and whenever the arbiter goes away (connection closed,
  * or no pong within ARB_DEAD_MS of a ping): connected is cleared under the
@@ -142,6 +148,10 @@ bool arb_acquire(struct wq *q, size_t bytes, bool urgent, bool use_after_wait)
 
 	if (!a->client || !a->connected)
 		return true;
+	if (a->lease) {
+		a->lease_flying++;
+		return true;
+	}
 	hold = hold_ms(q);
 	if (a->granted && !a->holding) {
 		a->granted = false;
@@ -173,12 +183,33 @@ bool arb_acquire(struct wq *q, size_t bytes, bool urgent, bool use_after_wait)
 	return false;
 }
 
+/* Called with the lock held: the revoked lease's last chunk ended (or none
+ * was in flight): its done goes out, and the flushers ask as usual again. */
+static void lease_end(struct wq *q)
+{
+	struct arb_link *a = &q->arb;
+
+	a->lease_ending = false;
+	a->done_pending++;
+	a->done_bytes += a->lease_bytes;
+	a->lease_bytes = 0;
+	pthread_cond_broadcast(&q->work);
+	ev_async_send(a->client->loop, &a->client->kick);
+}
+
 void arb_release(struct wq *q, uint64_t bytes)
 {
 	struct arb_link *a = &q->arb;
 
-	if (!a->holding)
+	if (!a->holding) {
+		if (!a->lease_flying)
+			return;
+		a->lease_flying--;
+		a->lease_bytes += bytes;
+		if (a->lease_ending && !a->lease_flying)
+			lease_end(q);
 		return;
+	}
 	a->holding = false;
 	pthread_cond_broadcast(&q->work); /* another flusher may ask now */
 	if (!a->connected)
@@ -250,13 +281,15 @@ void arb_reads_changed(struct wq *q)
 		ev_async_send(c->loop, &c->kick);
 }
 
-const char *arb_state(struct wq *q, int *id)
+const char *arb_state(struct wq *q, int *id, bool *lease)
 {
 	const char *s;
 
 	pthread_mutex_lock(&q->lock);
 	s = !q->arb.client ? "off" : q->arb.connected ? "connected" : "alone";
 	*id = q->arb.connected ? q->arb.id : 0;
+	if (lease)
+		*lease = q->arb.connected && q->arb.lease;
 	pthread_mutex_unlock(&q->lock);
 	return s;
 }
@@ -288,6 +321,11 @@ static void go_alone(struct arbc *c, const char *why)
 	was = q->arb.connected;
 	q->arb.connected = false;
 	q->arb.want = q->arb.granted = q->arb.asked = false;
+	/* That arbiter's lease went with it; chunks still under it are not
+	 * counted against a next one. */
+	q->arb.lease = q->arb.lease_ending = false;
+	q->arb.lease_flying = 0;
+	q->arb.lease_bytes = 0;
 	q->arb.done_pending = 0;
 	q->arb.done_bytes = 0;
 	q->arb.paused = q->arb.resume = false; /* that arbiter's pause went with it */
@@ -460,14 +498,19 @@ static void on_line(struct arbc *c, const struct ctl_msg *m)
 		ev_async_send(c->loop, &c->kick); /* a flusher may be waiting already */
 	} else if (!strcmp(m->word, "grant")) {
 		bool give_back;
-		uint64_t moved = 0;
+		uint64_t moved = 0, lease = 0;
 		ctl_get_u64(m, "moved", 0, &moved);
+		ctl_get_u64(m, "lease", 0, &lease);
 		pthread_mutex_lock(&q->lock);
 		give_back = !q->arb.want || q->arb.holding;
 		if (!give_back) {
 			q->arb.want = false;
 			q->arb.asked = false;
-			q->arb.granted = true;
+			/* A lease: arb_acquire lets chunks through from now on. */
+			if (lease)
+				q->arb.lease = true;
+			else
+				q->arb.granted = true;
 			if (moved)
 				q->head_moved = true;
 			pthread_cond_broadcast(&q->work);
@@ -475,6 +518,15 @@ static void on_line(struct arbc *c, const struct ctl_msg *m)
 		pthread_mutex_unlock(&q->lock);
 		if (give_back)
 			g_string_append(c->out, "done bytes=0\n");
+	} else if (!strcmp(m->word, "revoke")) {
+		pthread_mutex_lock(&q->lock);
+		if (q->arb.lease) {
+			q->arb.lease = false;
+			q->arb.lease_ending = true;
+			if (!q->arb.lease_flying)
+				lease_end(q);
+		}
+		pthread_mutex_unlock(&q->lock);
 	} else if (!strcmp(m->word, "peers")) {
 		if (ctl_get_u64(m, "n", 0, &v))
 			__atomic_store_n(&q->arb.peers, (unsigned)v, __ATOMIC_RELAXED);
@@ -764,7 +816,7 @@ int arbc_set(struct wq *q, int prio, int idle_class, int weight, char **why)
 	struct ctl_msg m;
 
 	*why = NULL;
-	if (!c || strcmp(arb_state(q, &id), "connected")) {
+	if (!c || strcmp(arb_state(q, &id, NULL), "connected")) {
 		*why = g_strdup(c ? "no arbiter reached: prio, class and weight need one"
 				  : "arbiter=off: prio, class and weight need the arbiter");
 		return -ENOTCONN;

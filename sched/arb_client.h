@@ -53,8 +53,10 @@ void arb_rate_changed(struct wq *q);
 void arb_resume(struct wq *q, const char *why);
 /* The read gate went busy or idle (lock-free). */
 void arb_reads_changed(struct wq *q);
-/* For status: "off", "alone" (no arbiter reached) or "connected"; the id. */
-const char *arb_state(struct wq *q, int *id);
+/* For status: "off", "alone" (no arbiter reached) or "connected"; the id;
+ * *lease (unless lease is NULL): connected and holding a lease (alone in its
+ * group, chunks need no grant each). */
+const char *arb_state(struct wq *q, int *id, bool *lease);
 /* Runtime changes through the arbiter (each < 0: unchanged); they also hold
  * for later registrations. 0, or -errno with *why set (g_free): -ENOTCONN
  * when no arbiter is reached (or arbiter=off). */

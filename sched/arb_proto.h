@@ -20,21 +20,30 @@
  *                                  after the group's last grant ended (its
  *                                  writers wait for room; 0, the default: as
  *                                  long as they last; at most ARB_HOLD_MAX_MS)
- *                                  -> later: grant moved=0|1 (1: another
- *                                  mount's chunk or a read used the head
- *                                  since this mount's last chunk)
- *     done bytes=N                 the granted chunk ended (N written)
+ *                                  -> later: grant moved=0|1 [lease=1]
+ *                                  (moved=1: another mount's chunk or a read
+ *                                  used the head since this mount's last
+ *                                  chunk; lease=1: the mount is alone in its
+ *                                  group and may write chunk after chunk
+ *                                  without asking, until `revoke`)
+ *     done bytes=N                 the granted chunk ended (N written); after
+ *                                  a lease: all its chunks ended, N their
+ *                                  bytes (a client that ignores lease=1
+ *                                  ends it with its first chunk's done)
  *     rate bps=N                   its rate= changed (status shows it)
  *     reads active=0|1             its reads began / all ended (edges only;
  *                                  sent only while peers > 0)
  *     ping                         -> pong
- * The arbiter also sends `peers n=N` whenever the number of other mounts in
+ * The arbiter also sends `revoke` when a lease must end (another mount
+ * joined the group, or the holder was paused): the mount starts no more
+ * chunks and sends its done once those in flight ended;
+ * `peers n=N` whenever the number of other mounts in
  * the group changes, `rate bps=N` when a control client set the mount's
  * rate= (the mount applies it to its own token bucket), and `paused on=0|1`
  * when one paused or resumed it (no grants meanwhile; its status says so). A control connection (any other first message) may send
  *     status                       -> mount id=N group=G prio=P class=C
  *                                     weight=W paused=0|1 requesting=0|1
- *                                     holds_grant=0|1 grants=N bytes=N
+ *                                     holds_grant=0|1 lease=0|1 grants=N bytes=N
  *                                     waiting_ms=N rate=BPS uid=U
  *                                     mountpoint=PATH
  *                                     (one line per mount it may see) ... ok

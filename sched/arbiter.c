@@ -74,6 +74,18 @@
  *    chunk as before, never for a slice.
  * Ties go to the older request, then the lower id.
  *
+ * Leases. A grant to a mount alone in its group is a lease: the mount writes
+ * chunk after chunk under it without a request and a done each, which would
+ * cost it two round trips through this daemon per chunk and buy nothing, as
+ * nobody else may be served. The lease ends when another mount registers in
+ * the group, or the holder is paused: arb_next_revoke names the holder once,
+ * the daemon sends it `revoke`, and its done (once its chunks in flight
+ * ended) frees the group as any grant's. Meanwhile the group stays held, so
+ * the newcomer's first chunk waits for the lease's last, as it would for any
+ * chunk in flight. A lease is charged at most the chunk it was asked for:
+ * the service given while alone took no other mount's share (the newcomer
+ * starts at the level's virtual time anyway).
+ *
  * Moved head: each grant says whether anything else used the group's head
  * since the mount's previous chunk (another mount's chunk, or a read of any
  * of its mounts): the client then prices its chunk as one that seeks
@@ -141,6 +153,10 @@ struct arb_mount {
 	vtime_t start, finish;
 
 	bool granted; /* the grant, as it was given */
+	bool lease;   /* ... to a mount alone in its group */
+	bool revoked; /* the lease must end (arb_next_revoke tells) */
+	bool revoke_told;
+	uint64_t grant_bytes; /* the chunk asked for */
 	int64_t granted_ns;
 	int64_t chunk_ns; /* how long its last chunk took (grant to done) */
 	bool grant_be;
@@ -428,6 +444,9 @@ static void grant(struct arb_mount *m, int64_t slice_ns, bool in_slice, int64_t 
 	int lv = req_level(m);
 
 	m->granted = true;
+	m->lease = g->mounts->len == 1;
+	m->revoked = m->revoke_told = false;
+	m->grant_bytes = m->bytes;
 	m->granted_ns = now_ns;
 	m->grant_be = req_class(m) == SCHED_CLASS_BE;
 	m->grant_level = lv;
@@ -507,6 +526,8 @@ int arb_register(struct arb *a, int id, const char *group, unsigned prio,
 	    .id = id, .prio = prio, .cls = cls, .weight = weight, .last_level = NO_LEVEL,
 	    .seen_uses = UINT64_MAX}; /* its first grant: the head is elsewhere */
 	m->g = group_get(a, group);
+	if (m->g->holder && m->g->holder->lease)
+		m->g->holder->revoked = true; /* not alone any more */
 	g_ptr_array_add(m->g->mounts, m);
 	g_hash_table_insert(a->mounts, GINT_TO_POINTER(id), m);
 	return 0;
@@ -575,7 +596,9 @@ int arb_pause(struct arb *a, int id, bool paused, int64_t now_ns)
 	wanted_be = wants_be(m);
 	if (paused)
 		m->paused_ns = now_ns;
-	else if (m->requesting)
+	if (paused && m->granted && m->lease)
+		m->revoked = true; /* its chunk in flight goes on, no more */
+	else if (!paused && m->requesting)
 		m->age_ns += MAX(now_ns - MAX(m->age_ns, m->paused_ns), 0);
 	m->paused = paused;
 	note_be(m, wanted_be, now_ns);
@@ -620,8 +643,11 @@ int arb_done(struct arb *a, int id, uint64_t bytes_written, int64_t now_ns)
 		return -EINVAL;
 	wanted_be = wants_be(m);
 	if (m->last_level == m->grant_level)
-		m->last_finish = m->grant_start + cost(bytes_written, m->grant_weight);
+		m->last_finish = m->grant_start +
+				 cost(m->lease ? MIN(bytes_written, m->grant_bytes) : bytes_written,
+				      m->grant_weight);
 	m->granted = false;
+	m->lease = m->revoked = m->revoke_told = false;
 	m->chunk_ns = MAX(now_ns - m->granted_ns, 0);
 	m->g->holder = NULL;
 	m->g->free_ns = now_ns;
@@ -629,6 +655,23 @@ int arb_done(struct arb *a, int id, uint64_t bytes_written, int64_t now_ns)
 	if (m->requesting)
 		tag(m, false); /* it asked during its chunk: from the corrected finish */
 	note_be(m, wanted_be, now_ns);
+	return 0;
+}
+
+int arb_next_revoke(struct arb *a)
+{
+	GHashTableIter it;
+	gpointer value;
+
+	g_hash_table_iter_init(&it, a->mounts);
+	while (g_hash_table_iter_next(&it, NULL, &value)) {
+		struct arb_mount *m = value;
+
+		if (m->granted && m->lease && m->revoked && !m->revoke_told) {
+			m->revoke_told = true;
+			return m->id;
+		}
+	}
 	return 0;
 }
 
@@ -686,6 +729,7 @@ int arb_mount_info(const struct arb *a, int id, int64_t now_ns,
 	    .requesting = m->requesting,
 	    .urgent = m->requesting && m->urgent,
 	    .holds_grant = m->granted,
+	    .lease = m->granted && m->lease,
 	    .reads = m->reads,
 	    .grants = m->grants,
 	    .granted_bytes = m->granted_bytes,

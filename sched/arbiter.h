@@ -84,8 +84,19 @@ int arb_pause(struct arb *a, int id, bool paused, int64_t now_ns);
  */
 int arb_request(struct arb *a, int id, uint64_t bytes, bool urgent, int64_t now_ns);
 /* Id's granted chunk ended, bytes_written of it reached the medium (what it
- * is charged); the group's grant is free. -EINVAL if id holds no grant. */
+ * is charged; a lease is charged at most the chunk it was asked for); the
+ * group's grant is free. -EINVAL if id holds no grant. */
 int arb_done(struct arb *a, int id, uint64_t bytes_written, int64_t now_ns);
+
+/*
+ * Leases. A grant to the only mount of its group is a lease: the mount may
+ * write chunk after chunk (its own flushers= at most) without asking, until
+ * the lease is revoked and it reports arb_done. A lease is revoked when
+ * another mount registers in the group or the holder is paused. Returns the
+ * id of a mount whose lease was revoked since the last call (each once), or
+ * 0: the daemon tells it, and the group is granted again only after its done.
+ */
+int arb_next_revoke(struct arb *a);
 
 /* A read (or a metadata op that goes to the medium) began on id: no new grant
  * in id's group until all its reads ended and read_grace passed. */
@@ -116,6 +127,7 @@ struct arb_mount_info {
 	bool requesting;	/* a request waits for a grant */
 	bool urgent;		/* ... and an fsync waits on it */
 	bool holds_grant;	/* its chunk is in flight */
+	bool lease;		/* ... and the grant is a lease */
 	unsigned reads;		/* its reads in flight */
 	uint64_t grants;	/* grants so far */
 	uint64_t granted_bytes; /* bytes its grants wrote (from arb_done) */

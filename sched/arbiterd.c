@@ -361,6 +361,7 @@ static void do_status(struct aclient *c)
 		ctl_add_u64(line, "paused", i.paused);
 		ctl_add_u64(line, "requesting", i.requesting);
 		ctl_add_u64(line, "holds_grant", i.holds_grant);
+		ctl_add_u64(line, "lease", i.lease);
 		ctl_add_u64(line, "grants", i.grants);
 		ctl_add_u64(line, "bytes", i.granted_bytes);
 		ctl_add_i64(line, "waiting_ms", i.waiting_ns / NSEC_PER_MSEC);
@@ -505,7 +506,14 @@ static void schedule(struct arbd *d)
 			continue;
 		struct arb_mount_info i;
 		arb_mount_info(d->arb, id, now, &i);
-		reply_simple(c, i.moved ? "grant moved=1" : "grant moved=0");
+		reply_simple(c, i.lease ? (i.moved ? "grant moved=1 lease=1" : "grant moved=0 lease=1")
+					: (i.moved ? "grant moved=1" : "grant moved=0"));
+	}
+	/* Leases that must end: their holder stops, and its done frees the group. */
+	while ((id = arb_next_revoke(d->arb)) > 0) {
+		struct aclient *c = mount_by_id(d, id);
+		if (c && !c->closing)
+			reply_simple(c, "revoke");
 	}
 	ev_timer_stop(d->loop, &d->wake);
 	if (wake != INT64_MAX) {

@@ -460,7 +460,8 @@ static void sync_medium_granted(struct wq *q)
 		wq_dbg(q, "no grant for the drain's metadata flush within %d s: flushing without",
 		       (int)(SYNC_GRANT_WAIT_NS / NSEC_PER_SEC));
 	sync_medium(q);
-	arb_release(q, 0); /* a no-op unless granted */
+	if (granted) /* a lease counts what it let through */
+		arb_release(q, 0);
 }
 
 /* Called with the lock held: somebody waits for the queue to move. */

@@ -114,6 +114,10 @@ struct arb_link {
 	bool asked;		/* that request was sent */
 	bool granted;		/* a grant came and is not used yet */
 	bool holding;		/* a flusher writes under the grant */
+	bool lease;		/* alone in the group: chunks need no grant each */
+	bool lease_ending;	/* revoked: done once lease_flying is 0 */
+	unsigned lease_flying;	/* chunks (and metadata flushes) under the lease */
+	uint64_t lease_bytes;	/* written under the lease so far */
 	unsigned sync_waiters;	/* in arb_acquire for a metadata flush or drain */
 	unsigned done_pending;	/* done messages to send */
 	uint64_t done_bytes;

@@ -274,7 +274,7 @@ static int send_bytes(struct ctl_conn *c, const void *data, size_t len)
 static int read_until(struct ctl_conn *c, const char *until, const char *const *allowed,
 		      const char *who, void (*each)(const struct ctl_msg *m, void *arg), void *arg)
 {
-	static const char *const words[] = {"registered", "grant", "peers", "pong", "ok", "rate", "paused",
+	static const char *const words[] = {"registered", "grant", "revoke", "peers", "pong", "ok", "rate", "paused",
 					    "error", "mount", NULL};
 	char line[CTL_LINE_MAX + 1];
 	double deadline = now_s() + op_ms() / 1e3;

@@ -1267,6 +1267,82 @@ START_TEST(test_moved)
 }
 END_TEST
 
+/* Leases: a mount alone in its group holds its grant as a lease until
+ * another mount joins (or it is paused), is told so once, and the group waits
+ * for its done; a lease is charged at most the chunk it asked for. */
+START_TEST(test_lease)
+{
+	struct arb *a = arb_default();
+	struct arb_mount_info mi;
+	int64_t t = T0;
+	int last = 0, run_len = 0, max_run = 0;
+
+	ck_assert_int_eq(arb_register(a, 1, "g", 4, BE, 100, t), 0);
+	ck_assert_int_eq(arb_register(a, 3, "h", 4, BE, 100, t), 0);
+	ck_assert_int_eq(arb_request(a, 1, MiB, false, t), 0);
+	expect_one(a, t, 1);
+	ck_assert_int_eq(arb_mount_info(a, 1, t, &mi), 0);
+	ck_assert(mi.holds_grant && mi.lease);
+	ck_assert_int_eq(arb_next_revoke(a), 0);
+	/* Another group's mount does not end it. */
+	ck_assert_int_eq(arb_register(a, 4, "h", 4, BE, 100, t), 0);
+	ck_assert_int_eq(arb_next_revoke(a), 0);
+	/* A second mount in g: the holder is named once; g waits for its done. */
+	t += SEC;
+	ck_assert_int_eq(arb_register(a, 2, "g", 4, BE, 100, t), 0);
+	ck_assert_int_eq(arb_request(a, 2, MiB, false, t), 0);
+	ck_assert_int_eq(arb_next_revoke(a), 1);
+	ck_assert_int_eq(arb_next_revoke(a), 0);
+	expect_none(a, t, INT64_MAX);
+	ck_assert_int_eq(arb_request(a, 1, MiB, false, t), 0);
+	t += 50 * MS;
+	/* It wrote 200 MiB alone; charged as one chunk, it does not now wait
+	 * 200 chunks of mount 2's. */
+	ck_assert_int_eq(arb_done(a, 1, 200 * MiB, t), 0);
+	ck_assert_int_eq(arb_mount_info(a, 1, t, &mi), 0);
+	ck_assert(!mi.holds_grant && !mi.lease);
+	ck_assert_uint_eq(mi.granted_bytes, 200 * MiB);
+	for (int i = 0; i < 20; i++) {
+		int id = arb_next(a, t, NULL);
+
+		ck_assert_int_gt(id, 0);
+		ck_assert_int_eq(arb_mount_info(a, id, t, &mi), 0);
+		ck_assert(mi.holds_grant && !mi.lease); /* two mounts: grants */
+		ck_assert_int_eq(arb_next_revoke(a), 0);
+		run_len = id == last ? run_len + 1 : 1;
+		max_run = MAX(max_run, run_len);
+		last = id;
+		t += 100 * MS;
+		ck_assert_int_eq(arb_done(a, id, MiB, t), 0);
+		ck_assert_int_eq(arb_request(a, id, MiB, false, t), 0);
+	}
+	ck_assert_int_le(max_run, 3); /* slices of ARB_SLICE_NS / 2, no debt */
+	/* Alone again: the next grant is a lease; pausing it names it once. */
+	ck_assert_int_eq(arb_unregister(a, 2, t), 0);
+	while (arb_mount_info(a, 1, t, &mi) == 0 && mi.holds_grant) {
+		t += 100 * MS;
+		ck_assert_int_eq(arb_done(a, 1, MiB, t), 0);
+	}
+	ck_assert_int_eq(arb_request(a, 1, MiB, false, t), 0);
+	expect_one(a, t, 1);
+	ck_assert_int_eq(arb_mount_info(a, 1, t, &mi), 0);
+	ck_assert(mi.lease);
+	ck_assert_int_eq(arb_pause(a, 1, true, t), 0);
+	ck_assert_int_eq(arb_next_revoke(a), 1);
+	ck_assert_int_eq(arb_next_revoke(a), 0);
+	ck_assert_int_eq(arb_done(a, 1, 5 * MiB, t + MS), 0);
+	ck_assert_int_eq(arb_next_revoke(a), 0);
+	/* A lease whose holder goes is gone with it. */
+	ck_assert_int_eq(arb_pause(a, 1, false, t + MS), 0);
+	ck_assert_int_eq(arb_request(a, 1, MiB, false, t + MS), 0);
+	expect_one(a, t + MS, 1);
+	ck_assert_int_eq(arb_unregister(a, 1, t + 2 * MS), 0);
+	ck_assert_int_eq(arb_register(a, 5, "g", 4, BE, 100, t + 2 * MS), 0);
+	ck_assert_int_eq(arb_next_revoke(a), 0);
+	arb_free(a);
+}
+END_TEST
+
 static Suite *arbiter_suite(void)
 {
 	Suite *s = suite_create("arbiter");
@@ -1288,6 +1364,7 @@ static Suite *arbiter_suite(void)
 	tcase_add_test(tc, test_slices);
 	tcase_add_test(tc, test_read_bound);
 	tcase_add_test(tc, test_moved);
+	tcase_add_test(tc, test_lease);
 	suite_add_tcase(s, tc);
 
 	tcase_add_test(api, test_register_unregister);
