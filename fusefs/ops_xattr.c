@@ -1,6 +1,7 @@
 /* Extended attributes, reached through the inode's /proc/self/fd path. */
 #include "fs.h"
 #include "ops.h"
+#include "reqtrack.h"
 #include "sys.h"
 
 #include <string.h>
@@ -97,8 +98,17 @@ void sm_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 	struct slowmedia *fs = fs_from_req(req);
 	struct sm_inode *inode = inode_from_ino(fs, ino);
 	char path[PROC_FD_PATH_MAX];
+	struct wq_file *wqf = inode_wqf(inode);
 	int r = inode_path_get(fs, inode, path);
 
+	/* Writes queued before it land first: the lower's own write removes
+	 * the capabilities, and one landing after the set would take away what
+	 * the caller just set (seen in CI: setcap after `echo x >f`). Its
+	 * error is the writes' own, not the set's. */
+	if (r == 0 && wqf && is_caps(name)) {
+		reqtrack_waits_medium(fs->req);
+		wq_flush_file(fs->wq, wqf);
+	}
 	/* Before and after: a lookup of its absence that began before the set
 	 * landed must not be remembered. */
 	if (is_caps(name))
