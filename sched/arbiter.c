@@ -594,12 +594,13 @@ int arb_pause(struct arb *a, int id, bool paused, int64_t now_ns)
 	if (paused == m->paused)
 		return 0;
 	wanted_be = wants_be(m);
-	if (paused)
+	if (paused) {
 		m->paused_ns = now_ns;
-	if (paused && m->granted && m->lease)
-		m->revoked = true; /* its chunk in flight goes on, no more */
-	else if (!paused && m->requesting)
+		if (m->granted && m->lease)
+			m->revoked = true; /* its chunk in flight goes on, no more */
+	} else if (m->requesting) {
 		m->age_ns += MAX(now_ns - MAX(m->age_ns, m->paused_ns), 0);
+	}
 	m->paused = paused;
 	note_be(m, wanted_be, now_ns);
 	return 0;
@@ -667,7 +668,8 @@ int arb_next_revoke(struct arb *a)
 	while (g_hash_table_iter_next(&it, NULL, &value)) {
 		struct arb_mount *m = value;
 
-		if (m->granted && m->lease && m->revoked && !m->revoke_told) {
+		/* Set only on a lease in flight, cleared by its done. */
+		if (m->revoked && !m->revoke_told) {
 			m->revoke_told = true;
 			return m->id;
 		}

@@ -506,8 +506,11 @@ static void schedule(struct arbd *d)
 			continue;
 		struct arb_mount_info i;
 		arb_mount_info(d->arb, id, now, &i);
-		reply_simple(c, i.lease ? (i.moved ? "grant moved=1 lease=1" : "grant moved=0 lease=1")
-					: (i.moved ? "grant moved=1" : "grant moved=0"));
+		ctl_begin(c->out, "grant");
+		ctl_add_u64(c->out, "moved", i.moved);
+		if (i.lease)
+			ctl_add_u64(c->out, "lease", 1);
+		ctl_end(c->out);
 	}
 	/* Leases that must end: their holder stops, and its done frees the group. */
 	while ((id = arb_next_revoke(d->arb)) > 0) {
