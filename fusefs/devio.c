@@ -25,7 +25,6 @@
 #include "log.h"
 
 #include <errno.h>
-
 #include <linux/fuse.h>
 #include <string.h>
 #include <sys/uio.h>
