@@ -329,6 +329,7 @@ static size_t flush_chunk(struct wq *q, struct wq_file *f, struct bounce *bounce
 	wqf_landed(f);
 	sq_progress(q, f);
 	q->flushed_bytes += len;
+	q->sq_full_synced = false; /* its records: freed by the next metadata flush */
 	q->chunks++;
 	q->gathered_chunks += nruns > 1;
 	pacer_done_runs(&q->pacer, len, t0, t1, seeks, (unsigned)nruns);
@@ -374,8 +375,10 @@ static void sync_medium(struct wq *q)
 	GHashTable *spooled;
 	int r, err;
 
-	if (q->sync_fd < 0)
+	if (q->sync_fd < 0) {
+		q->sq_full_synced = true; /* no flush frees the spool's records */
 		return;
+	}
 	/* Spool records whose data is on the lower now: released if this syncfs
 	 * puts it on the medium. */
 	spooled = sq_take_done(q);
@@ -411,6 +414,7 @@ static void sync_medium(struct wq *q)
 		       g_strerror(err));
 	report_risk(q, "the medium's metadata could not be written", false);
 	q->syncfs_errno = err;
+	q->sq_full_synced = q->sq && sq_full_for_good(q);
 	wq_refresh_avail(q);
 }
 
@@ -436,8 +440,13 @@ static int64_t drain_left_ns(const struct wq *q)
  * read and the medium: not while reading. */
 static void maybe_syncfs(struct wq *q, int64_t now)
 {
+	/* Writers wait at spool_max= with nothing queued: only this flush frees
+	 * the records of what has landed. */
+	bool spool_waits = q->sq && q->room_waiters && !q->paused && !q->dirty.length &&
+			   !q->sq_full_synced && sq_full(q);
+
 	if (readgate_wait_ns(&q->gate, now) ||
-	    !policy_meta_due(&q->meta, q->dirty.length, drain_left_ns(q), now))
+	    (!spool_waits && !policy_meta_due(&q->meta, q->dirty.length, drain_left_ns(q), now)))
 		return;
 	/* The sweep and syncfs write the medium too: under a grant. */
 	if (!arb_acquire(q, SWEEP_GRANT_BYTES, false, true))

@@ -265,20 +265,25 @@ static off_t fiemap_prefix(int fd)
 /* Bytes from 0 of the lower file that need no new block when written. */
 static off_t lower_allocated(const struct wq *q, int fd, const struct stat *st)
 {
+	/* No block, not even a delayed one (st_blocks counts those): no FIEMAP
+	 * for a new file. A file with its data inline counts as none: more is
+	 * reserved, never less. */
 	if (!q->no_holes)
-		return fiemap_prefix(fd);
+		return st->st_blocks ? fiemap_prefix(fd) : 0;
 	/* No holes on FAT; on an unknown FUSE lower, only if the blocks agree. */
 	return (uint64_t)st->st_blocks * STAT_BLOCK_BYTES >= (uint64_t)st->st_size ? st->st_size : 0;
 }
 
 /* Called with the lock held: start f's count afresh from the lower file (an
- * fstat and a FIEMAP: only when f gets dirty, and on the slow path). */
-static void file_probe(struct wq *q, struct wq_file *f, int fd)
+ * fstat and a FIEMAP: only when f gets dirty, and on the slow path); a clean
+ * f takes the file's size. Returns the fstat's error, else 0. */
+static int file_probe(struct wq *q, struct wq_file *f, int fd)
 {
 	struct stat st;
 	off_t alloc = 0;
+	int r = fstat(fd, &st) < 0 ? -errno : 0;
 
-	if (fstat(fd, &st) == 0) {
+	if (r == 0) {
 		alloc = lower_allocated(q, fd, &st);
 		if (!f->dirty)
 			f->size = st.st_size;
@@ -289,6 +294,7 @@ static void file_probe(struct wq *q, struct wq_file *f, int fd)
 	if (f->trunc_flying)
 		alloc = MIN(alloc, f->flying_floor);
 	extmap_count_reset(&f->map, q->levels, alloc);
+	return r;
 }
 
 /* Units a file needs: its count plus add[] more blocks, at logical size size. */
@@ -507,16 +513,12 @@ void wq_unlock_and_release(struct wq *q)
  * it is safe under the lock (release, which may free, is not). */
 static int file_make_dirty(struct wq *q, struct wq_file *f, int fd)
 {
-	struct stat st;
-
 	if (f->dirty)
 		return 0;
-	if (fstat(fd, &st) < 0)
-		return -errno;
+	/* f->size: file_probe's, under this hold of the lock. */
 	f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (f->fd < 0)
 		return -errno;
-	f->size = st.st_size;
 	__atomic_store_n(&f->dirty, true, __ATOMIC_RELEASE);
 	f->link.data = f;
 	g_queue_push_tail_link(&q->dirty, &f->link);
@@ -663,8 +665,9 @@ static bool room_for(const struct wq *q, const struct wq_file *f, size_t len)
 {
 	if (!f->dirty && q->dirty.length >= q->max_dirty)
 		return false;
-	/* The spool holds spool_max: room comes with the next metadata flush. */
-	if (q->sq && q->dirty.length && sq_full(q))
+	/* The spool holds spool_max: room comes as chunks land, or (nothing
+	 * queued) with the metadata flush that frees their records. */
+	if (q->sq && sq_full(q) && (q->dirty.length || !q->sq_full_synced))
 		return false;
 	/* Kept in the journal alone, a write costs its extent here. */
 	if (journal_only(q, f, len))
@@ -677,8 +680,13 @@ static bool room_for(const struct wq *q, const struct wq_file *f, size_t len)
 static int wait_for_room(struct wq *q, struct wq_file *f, size_t len)
 {
 	q->room_waiters++;
-	while (!f->error && !q->closing && !room_for(q, f, len))
-		timed_wait(&q->space, &q->lock, IDLE_WAIT_NS);
+	while (!f->error && !q->closing && !room_for(q, f, len)) {
+		bool spool = q->sq && !q->dirty.length; /* waiting for a metadata flush */
+
+		if (spool)
+			pthread_cond_signal(&q->work);
+		timed_wait(&q->space, &q->lock, spool ? SPOOL_ROOM_POLL_NS : IDLE_WAIT_NS);
+	}
 	q->room_waiters--;
 	if (q->closing && !f->error && !room_for(q, f, len))
 		return -EIO;
@@ -781,8 +789,11 @@ static ssize_t queue_write(struct wq *q, struct wq_file *f, int fd, const void *
 
 	if (r < 0)
 		return r;
-	if (!f->dirty)
-		file_probe(q, f, fd);
+	if (!f->dirty) {
+		r = file_probe(q, f, fd);
+		if (r < 0)
+			return r;
+	}
 	r = reserve_space(q, f, fd, off, len);
 	if (r < 0)
 		return r;

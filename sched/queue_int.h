@@ -175,6 +175,11 @@ struct wq {
 	bool admitter_started;
 	bool admitting;		/* the admitter holds a parked write */
 	unsigned room_waiters;	/* threads in wait_for_room */
+	/* The last metadata flush left the spool at spool_max= with nothing it
+	 * could still free (a failed syncfs, records it must keep); cleared when
+	 * a chunk lands. Until then a write with nothing queued goes on rather
+	 * than wait for a flush that frees nothing. */
+	bool sq_full_synced;
 	unsigned nurgent;	/* fsync (and lseek...) waiters on any file */
 	unsigned gate_waiters;	/* flushers waiting for reads to end */
 	unsigned idle_flushers;	/* flushers waiting for a file to flush */
@@ -284,6 +289,8 @@ int wq_wait_all_flushed(struct wq *q);
  * and do nothing without a spool. */
 #include "spool_journal.h"
 #define SPOOL_MAX_DEFAULT (4ull << 30)
+#define SPOOL_SEGMENTS_PER_MAX 4 /* a journal segment is at most spool_max / this */
+#define SPOOL_ROOM_POLL_NS (20 * NSEC_PER_MSEC) /* writers at spool_max, nothing queued */
 /* With a spool, 1/SPOOL_NODE_SHARE of queue= is kept for the extents of
  * writes held in the journal alone (EXT_FILE_WRITE_COST each): queue=64M
  * leaves 8 MiB, some 40,000 writes, 40 GiB of them at 1 MiB. */
@@ -322,6 +329,8 @@ GHashTable *sq_take_done(struct wq *q);
 void sq_done_synced(struct wq *q, GHashTable *t, bool ok);
 /* The spool holds spool_max: writers wait. */
 bool sq_full(const struct wq *q);
+/* Full, with no segment left to settle: a metadata flush freed what it could. */
+bool sq_full_for_good(const struct wq *q);
 void sq_get_stats(struct wq *q, struct wq_spool_stats *s);
 /* f's path below the lower root (its last journaled one, or from its fd),
  * escaped nowhere: a record's path; NULL when not known. */

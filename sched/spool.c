@@ -817,9 +817,12 @@ int spool_sync(struct spool *sp)
 			pthread_cond_wait(&sp->cond, &sp->lock);
 			continue;
 		}
-		/* Segments rotated out first: their records are older. */
+		/* Segments rotated out first: their records are older. Settled,
+		 * one whose records are all on the medium goes now (a writer may
+		 * wait at spool_max= for it); an unlink error is the next sweep's. */
 		if ((old = retiring_locked(sp))) {
 			settle_locked(sp, old);
+			sweep_locked(sp);
 			continue;
 		}
 		if (!sp->active) { /* closed segments were synced when closed */
@@ -864,6 +867,16 @@ int spool_file_done(struct spool *sp, uint64_t key, uint64_t low_water_seq)
 int spool_forget_file(struct spool *sp, uint64_t key)
 {
 	return spool_file_done(sp, key, UINT64_MAX);
+}
+
+bool spool_settling(struct spool *sp)
+{
+	bool r;
+
+	pthread_mutex_lock(&sp->lock);
+	r = retiring_locked(sp) != NULL;
+	pthread_mutex_unlock(&sp->lock);
+	return r;
 }
 
 uint64_t spool_bytes(struct spool *sp)

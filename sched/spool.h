@@ -110,6 +110,9 @@ int spool_forget_file(struct spool *sp, uint64_t key);
 /* Bytes of the segments this spool replays and writes (not the held ones):
  * what spool_max bounds. */
 uint64_t spool_bytes(struct spool *sp);
+/* Whether segments rotated out still wait for their sync (the next
+ * spool_sync settles them, and lets go of those with nothing left). */
+bool spool_settling(struct spool *sp);
 
 struct spool_stats {
 	uint64_t bytes;	     /* spool_bytes */

@@ -634,6 +634,11 @@ int sq_open(struct wq *q, const struct sched_opts *o, char *why, size_t why_n)
 		snprintf(why, why_n, "spool=%s: %s", sq->dir, swhy);
 		goto fail;
 	}
+	/* Segments of a quarter of spool_max at most: only whole segments go,
+	 * and the one being written never, so a 64 MiB segment would hold a
+	 * small spool over its bound. */
+	spool_set_segment_max(sq->sp, MIN((uint64_t)SPOOL_SEGMENT_MAX,
+					  MAX(sq->max_bytes / SPOOL_SEGMENTS_PER_MAX, 1)));
 	q->sq = sq;
 	sm_info("spool=%s: medium %s%s, spool_max %" PRIu64 " MiB, synced every %u ms", sq->dir,
 		q->medium.id, q->medium.weak ? " (no UUID: identified by fsid, size and label)" : "",
@@ -967,6 +972,11 @@ void sq_done_synced(struct wq *q, GHashTable *t, bool ok)
 bool sq_full(const struct wq *q)
 {
 	return q->sq && spool_bytes(q->sq->sp) >= q->sq->max_bytes;
+}
+
+bool sq_full_for_good(const struct wq *q)
+{
+	return sq_full(q) && !spool_settling(q->sq->sp);
 }
 
 /* Called with the lock held: journal that the file journaled as `path` was
