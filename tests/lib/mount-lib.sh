@@ -302,6 +302,30 @@ ml_show_log() { # MNT
 
 # ml_daemon_fds MNT: open fds of the daemon serving MNT, without pipes: libfuse
 # keeps a splice pipe pair per worker thread, so those follow the thread count.
+# ml_sample_peak FILE SECONDS CMD...: in the background, runs CMD every
+# SECONDS until it fails or ml_sample_stop, keeping in FILE the largest
+# number it printed (0 before the first).
+ml_sample_peak() {
+	local file=$1 period=$2
+	shift 2
+	echo 0 >"$file"
+	(
+		local peak=0 n
+		while n=$("$@" 2>/dev/null); do
+			[ "${n:-0}" -gt "$peak" ] && peak=$n && echo "$peak" >"$file"
+			sleep "$period"
+		done
+	) &
+	ML_SAMPLER=$!
+	ml_on_exit "kill $ML_SAMPLER 2>/dev/null"
+}
+
+# ml_sample_stop: ends ml_sample_peak's sampler.
+ml_sample_stop() {
+	kill "$ML_SAMPLER" 2>/dev/null
+	wait "$ML_SAMPLER" 2>/dev/null
+}
+
 ml_daemon_fds() {
 	find "/proc/${ML_PIDS[$1]}/fd" -mindepth 1 -printf '%l\n' | grep -vc '^pipe:'
 }

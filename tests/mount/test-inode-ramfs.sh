@@ -33,17 +33,7 @@ log=${ML_LOGS[$mnt]}
 
 # The highest fd count of the daemon, sampled every 50 ms until stopped.
 peak_file=$ML_TMP/fd-peak
-echo 0 >"$peak_file"
-(
-	peak=0
-	while kill -0 "$ML_PID" 2>/dev/null; do
-		n=$(ml_daemon_fds "$mnt" 2>/dev/null) || break
-		[ "${n:-0}" -gt "$peak" ] && peak=$n && echo "$peak" >"$peak_file"
-		sleep 0.05
-	done
-) &
-sampler=$!
-ml_on_exit "kill $sampler"
+ml_sample_peak "$peak_file" 0.05 ml_daemon_fds "$mnt"
 
 errs=$ML_TMP/errs
 ml_check "mkdir d$((DIRS - 1)) through the mount" mkdir "$mnt/d$((DIRS - 1))"
@@ -68,8 +58,7 @@ ml_check "nobody saw EMFILE" ml_not grep -i "too many open files" "$errs" "$log"
 ml_check "no error output from the tools" test ! -s "$errs"
 [ -s "$errs" ] && head -n 5 "$errs" | sed 's/^/  | /'
 ml_check "no inode reported unreachable" ml_not grep "cannot be reached" "$log"
-kill "$sampler" 2>/dev/null
-wait "$sampler" 2>/dev/null
+ml_sample_stop
 peak=$(cat "$peak_file")
 ml_check "daemon fd peak $peak < $FD_LIMIT (budget $FD_BUDGET)" test "$peak" -lt $FD_LIMIT
 ml_stop "$mnt"

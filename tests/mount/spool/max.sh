@@ -20,22 +20,13 @@ MAX=$((8 << 20)) SLACK=$((1 << 20))
 q_start "$LOWER" "$MNT" "spool=$SPOOL,spool_max=8M"
 
 head -c $((40 << 20)) /dev/urandom >"$Q_TMP/src"
-(
-	peak=0
-	while [ ! -e "$Q_TMP/done" ]; do
-		b=$(du -sb "$SPOOL" 2>/dev/null | cut -f1)
-		[ "${b:-0}" -gt "$peak" ] && peak=$b && echo "$peak" >"$Q_TMP/peak"
-		sleep 0.02
-	done
-) &
-sampler=$!
-q_on_exit "kill $sampler 2>/dev/null"
+spool_bytes() { du -sb "$SPOOL" | cut -f1; }
+ml_sample_peak "$Q_TMP/peak" 0.02 spool_bytes
 t0=$(q_now)
 q_check "40 MiB written through the mount" dd if="$Q_TMP/src" of="$MNT/f" bs=64K status=none
 q_log "written in $(q_since "$t0") s"
-touch "$Q_TMP/done"
-wait "$sampler"
-peak=$(cat "$Q_TMP/peak" 2>/dev/null || echo 0)
+ml_sample_stop
+peak=$(cat "$Q_TMP/peak")
 q_log "the spool's peak: $peak bytes (spool_max $MAX)"
 q_check "the spool never held more than spool_max + 1 MiB" [ "$peak" -le $((MAX + SLACK)) ]
 q_check "the spool was used (its peak over 1 MiB)" [ "$peak" -gt $((1 << 20)) ]
