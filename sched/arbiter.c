@@ -153,7 +153,7 @@ struct arb_mount {
 	vtime_t start, finish;
 
 	bool granted; /* the grant, as it was given */
-	bool lease;   /* ... to a mount alone in its group */
+	bool lease;   /* ... to a mount alone in its group (set with granted, cleared by done) */
 	bool revoked; /* the lease must end (arb_next_revoke tells) */
 	bool revoke_told;
 	uint64_t grant_bytes; /* the chunk asked for */
@@ -596,7 +596,7 @@ int arb_pause(struct arb *a, int id, bool paused, int64_t now_ns)
 	wanted_be = wants_be(m);
 	if (paused) {
 		m->paused_ns = now_ns;
-		if (m->granted && m->lease)
+		if (m->lease)
 			m->revoked = true; /* its chunk in flight goes on, no more */
 	} else if (m->requesting) {
 		m->age_ns += MAX(now_ns - MAX(m->age_ns, m->paused_ns), 0);
@@ -731,7 +731,7 @@ int arb_mount_info(const struct arb *a, int id, int64_t now_ns,
 	    .requesting = m->requesting,
 	    .urgent = m->requesting && m->urgent,
 	    .holds_grant = m->granted,
-	    .lease = m->granted && m->lease,
+	    .lease = m->lease,
 	    .reads = m->reads,
 	    .grants = m->grants,
 	    .granted_bytes = m->granted_bytes,

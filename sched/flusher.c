@@ -414,7 +414,7 @@ static void sync_medium(struct wq *q)
 		       g_strerror(err));
 	report_risk(q, "the medium's metadata could not be written", false);
 	q->syncfs_errno = err;
-	q->sq_full_synced = q->sq && sq_full_for_good(q);
+	q->sq_full_synced = sq_full_for_good(q);
 	wq_refresh_avail(q);
 }
 
