@@ -153,7 +153,7 @@ struct arb_mount {
 	vtime_t start, finish;
 
 	bool granted; /* the grant, as it was given */
-	bool lease;   /* ... to a mount alone in its group (set with granted, cleared by done) */
+	bool lease;   /* ... to a mount alone in its group (only while granted) */
 	bool revoked; /* the lease must end (arb_next_revoke tells) */
 	bool revoke_told;
 	uint64_t grant_bytes; /* the chunk asked for */
@@ -636,6 +636,7 @@ int arb_request(struct arb *a, int id, uint64_t bytes, bool urgent, int64_t now_
 int arb_done(struct arb *a, int id, uint64_t bytes_written, int64_t now_ns)
 {
 	struct arb_mount *m = find(a, id);
+	uint64_t charged;
 	bool wanted_be;
 
 	if (!m)
@@ -643,10 +644,10 @@ int arb_done(struct arb *a, int id, uint64_t bytes_written, int64_t now_ns)
 	if (!m->granted)
 		return -EINVAL;
 	wanted_be = wants_be(m);
+	/* A lease is charged at most the chunk it asked for. */
+	charged = m->lease ? MIN(bytes_written, m->grant_bytes) : bytes_written;
 	if (m->last_level == m->grant_level)
-		m->last_finish = m->grant_start +
-				 cost(m->lease ? MIN(bytes_written, m->grant_bytes) : bytes_written,
-				      m->grant_weight);
+		m->last_finish = m->grant_start + cost(charged, m->grant_weight);
 	m->granted = false;
 	m->lease = m->revoked = m->revoke_told = false;
 	m->chunk_ns = MAX(now_ns - m->granted_ns, 0);

@@ -445,8 +445,10 @@ static void maybe_syncfs(struct wq *q, int64_t now)
 	bool spool_waits = q->sq && q->room_waiters && !q->paused && !q->dirty.length &&
 			   !q->sq_full_synced && sq_full(q);
 
-	if (readgate_wait_ns(&q->gate, now) ||
-	    (!spool_waits && !policy_meta_due(&q->meta, q->dirty.length, drain_left_ns(q), now)))
+	if (readgate_wait_ns(&q->gate, now))
+		return;
+	if (!spool_waits &&
+	    !policy_meta_due(&q->meta, q->dirty.length, drain_left_ns(q), now))
 		return;
 	/* The sweep and syncfs write the medium too: under a grant. */
 	if (!arb_acquire(q, SWEEP_GRANT_BYTES, false, true))
