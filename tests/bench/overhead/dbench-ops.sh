@@ -58,21 +58,15 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-skip() {
-	echo "dbench-ops: skipped: $*" >&2
-	exit 77
-}
+prog=dbench-ops
+# shellcheck source=tests/bench/overhead/common.sh
+. "$top/tests/bench/overhead/common.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root (loop device, mounts)"
-[ -c /dev/fuse ] || skip "no /dev/fuse"
+require_fuse_bench
 [ -x "$slowmedia" ] || skip "$slowmedia not built (run: bash tests/build.sh, or set SLOWMEDIA_BUILD)"
 command -v dbench >/dev/null || skip "dbench not installed (bash tests/install-deps.sh)"
-command -v cc >/dev/null || skip "needs cc"
-pkg-config --exists fuse3 || skip "needs fuse3.pc (libfuse3-dev)"
-ls "$examples"/passthrough_ll.c* >/dev/null 2>&1 || skip "no $examples/passthrough_ll.c"
-loadfile=$(dpkg -L dbench 2>/dev/null | grep '/client\.txt$' | head -1) || true
-[ -n "$loadfile" ] || loadfile=/usr/share/dbench/client.txt
-[ -r "$loadfile" ] || skip "no dbench loadfile client.txt"
+loadfile=$(dbench_loadfile)
+[ -n "$loadfile" ] || skip "no dbench loadfile client.txt"
 
 # Its own mount namespace: the mounts die with the script, whatever happens.
 if [ -z "${DBENCH_OPS_PRIVATE_NS:-}" ] && command -v unshare >/dev/null; then
@@ -90,45 +84,12 @@ else
 		"requests and CPU per operation left out" >&2
 fi
 
-tmp=
-loopdev=
-lower=
-fuse_mounts=()
-daemon_pids=()
-tool_pid=
-
-cleanup() {
-	local m p
-	set +e
-	[ -n "$tool_pid" ] && kill -TERM -- "-$tool_pid" 2>/dev/null
-	for m in "${fuse_mounts[@]}"; do
-		mountpoint -q "$m" && umount -l "$m"
-	done
-	for p in "${daemon_pids[@]}"; do
-		kill "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	[ -n "$lower" ] && mountpoint -q "$lower" && umount -l "$lower"
-	[ -n "$loopdev" ] && losetup -d "$loopdev"
-	[ -n "$tmp" ] && rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/slowmedia-dbench-ops.XXXXXX")
-for f in passthrough_ll.c passthrough_helpers.h; do
-	if [ -e "$examples/$f" ]; then
-		cp "$examples/$f" "$tmp/$f"
-	elif [ -e "$examples/$f.gz" ]; then
-		gunzip -c "$examples/$f.gz" >"$tmp/$f"
-	fi
-done
-# shellcheck disable=SC2046 # pkg-config output is meant to split
-cc -O2 -o "$tmp/passthrough_ll" "$tmp/passthrough_ll.c" $(pkg-config --cflags --libs fuse3) ||
-	skip "cannot build passthrough_ll from $examples"
+make_tmp dbench-ops
+build_passthrough_ll
 
 lower=$tmp/lower
 mkdir "$lower"
+lower_mounts+=("$lower")
 if [ "$fs" = ext4 ]; then
 	truncate -s "${IMG_MIB}M" "$tmp/ext4.img"
 	mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$tmp/ext4.img"
@@ -139,31 +100,9 @@ else
 fi
 mkdir "$lower/pll" "$lower/sm"
 
-# start NAME MOUNTPOINT CMD...: the daemon in the background, its mount waited for.
-declare -A pid_of mnt_of
-start() {
-	local name=$1 mnt=$2 pid i
-	shift 2
-	mkdir -p "$mnt"
-	"$@" >"$tmp/$name.log" 2>&1 &
-	pid=$!
-	daemon_pids+=("$pid")
-	fuse_mounts+=("$mnt")
-	for ((i = 0; i < MOUNT_WAIT_TENTHS; i++)); do
-		findmnt -n -o FSTYPE --mountpoint "$mnt" 2>/dev/null | grep -q '^fuse' && break
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	findmnt -n --mountpoint "$mnt" >/dev/null || {
-		cat "$tmp/$name.log" >&2
-		echo "dbench-ops: $name did not mount" >&2
-		exit 1
-	}
-	pid_of[$name]=$pid
-	mnt_of[$name]=$mnt
-}
-start pll "$tmp/mnt-pll" "$tmp/passthrough_ll" -f -o "source=$lower/pll" "$tmp/mnt-pll"
-start sm "$tmp/mnt-sm" "$slowmedia" "$lower/sm" "$tmp/mnt-sm" -f ${sm_opts[@]+"${sm_opts[@]}"}
+declare -A mnt_of=([pll]=$tmp/mnt-pll [sm]=$tmp/mnt-sm)
+start_daemon pll "$tmp/mnt-pll" "$tmp/passthrough_ll" -f -o "source=$lower/pll" "$tmp/mnt-pll"
+start_daemon sm "$tmp/mnt-sm" "$slowmedia" "$lower/sm" "$tmp/mnt-sm" -f ${sm_opts[@]+"${sm_opts[@]}"}
 
 # run NAME: one dbench on NAME's mount, traced when perf can.
 run() {
@@ -171,7 +110,7 @@ run() {
 	mkdir "$dir"
 	local cmd=(dbench -c "$loadfile" -D "$dir" -t "$seconds" "$CLIENTS")
 	if [ -n "$perf_ok" ]; then
-		cmd=(perf stat -x, -e task-clock -p "${pid_of[$name]}" -o "$tmp/cpu.$name"
+		cmd=(perf stat -x "," -e task-clock -p "${pid_of[$name]}" -o "$tmp/cpu.$name"
 			-- perf record -q -a -e fuse:fuse_request_send -o "$tmp/perf.$name" -- "${cmd[@]}")
 	fi
 	set -m

@@ -111,19 +111,14 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-skip() {
-	echo "run-overhead: skipped: $*" >&2
-	exit 77
-}
+prog=run-overhead
+# shellcheck source=tests/bench/overhead/common.sh
+. "$top/tests/bench/overhead/common.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root (loop devices, drop_caches)"
-[ -c /dev/fuse ] || skip "no /dev/fuse"
+require_fuse_bench
 for x in "$slowmedia" "$metabench" "$seqbench"; do
 	[ -x "$x" ] || skip "$x not built (set SLOWMEDIA_BUILD, run ninja)"
 done
-command -v cc >/dev/null || skip "needs cc"
-pkg-config --exists fuse3 || skip "needs fuse3.pc (libfuse3-dev)"
-ls "$examples"/passthrough_ll.c* >/dev/null 2>&1 || skip "no $examples/passthrough_ll.c"
 
 has() { [[ " $benches " == *" $1 "* ]]; }
 
@@ -137,9 +132,8 @@ if has dbench; then
 	if ! command -v dbench >/dev/null; then
 		drop dbench "dbench not installed"
 	else
-		loadfile=$(dpkg -L dbench 2>/dev/null | grep '/client\.txt$' | head -1) || true
-		[ -n "$loadfile" ] || loadfile=/usr/share/dbench/client.txt
-		[ -r "$loadfile" ] || drop dbench "no dbench loadfile client.txt"
+		loadfile=$(dbench_loadfile)
+		[ -n "$loadfile" ] || drop dbench "no dbench loadfile client.txt"
 	fi
 fi
 has fio && ! command -v fio >/dev/null && drop fio "fio not installed"
@@ -152,79 +146,7 @@ if [ -z "${OVERHEAD_PRIVATE_NS:-}" ] && command -v unshare >/dev/null; then
 	OVERHEAD_PRIVATE_NS=1 exec unshare --mount --propagation private "$0" ${orig_args[@]+"${orig_args[@]}"}
 fi
 
-# --- cleanup state: everything we create is recorded here and undone by the trap
-tmp=
-loopdev=
-lower_mounts=() # ext4/tmpfs mountpoints
-fuse_mounts=()	# FUSE mountpoints
-daemon_pids=()
-declare -A pid_of # daemon name -> pid
-tool_pid=	# the benchmark tool running now, leader of its own process group
-
-cleanup() {
-	local m p
-	set +e
-	# dbench and fio fork their clients and jobs: end the whole group.
-	[ -n "$tool_pid" ] && kill -TERM -- "-$tool_pid" 2>/dev/null
-	for m in "${fuse_mounts[@]}"; do
-		mountpoint -q "$m" && umount -l "$m"
-	done
-	for p in "${daemon_pids[@]}"; do
-		kill "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	for m in "${lower_mounts[@]}"; do
-		mountpoint -q "$m" && umount -l "$m"
-	done
-	[ -n "$loopdev" ] && losetup -d "$loopdev"
-	[ -n "$tmp" ] && rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/slowmedia-overhead.XXXXXX")
-
-build_passthrough_ll() {
-	local f
-	for f in passthrough_ll.c passthrough_helpers.h; do
-		if [ -e "$examples/$f" ]; then
-			cp "$examples/$f" "$tmp/$f"
-		elif [ -e "$examples/$f.gz" ]; then
-			gunzip -c "$examples/$f.gz" >"$tmp/$f"
-		fi
-	done
-	# shellcheck disable=SC2046 # pkg-config output is meant to split
-	cc -O2 -o "$tmp/passthrough_ll" "$tmp/passthrough_ll.c" \
-		$(pkg-config --cflags --libs fuse3) ||
-		skip "cannot build passthrough_ll from $examples"
-}
-
-# Waits until MOUNTPOINT is a FUSE mount; fails if the daemon PID dies first.
-wait_mount() {
-	local mnt=$1 pid=$2 i
-	for ((i = 0; i < MOUNT_WAIT_TENTHS; i++)); do
-		if findmnt -n -o FSTYPE --mountpoint "$mnt" 2>/dev/null | grep -q '^fuse'; then
-			return 0
-		fi
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "run-overhead: daemon $pid did not mount $mnt" >&2
-	return 1
-}
-
-# start_daemon NAME MOUNTPOINT CMD...: runs CMD in the background, waits for it.
-start_daemon() {
-	local name=$1 mnt=$2 pid
-	shift 2
-	mkdir -p "$mnt"
-	"$@" >"$tmp/$name.log" 2>&1 &
-	pid=$!
-	daemon_pids+=("$pid")
-	fuse_mounts+=("$mnt")
-	wait_mount "$mnt" "$pid" || { cat "$tmp/$name.log" >&2; exit 1; }
-	pid_of[$name]=$pid
-}
+make_tmp overhead
 
 # Unmounts MOUNTPOINT and fails unless its daemon PID exits 0.
 stop_daemon() {
