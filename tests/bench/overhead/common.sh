@@ -63,6 +63,42 @@ make_tmp() {
 	tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/slowmedia-$1.XXXXXX")
 }
 
+# mount_lower ext4|tmpfs DIR MIB: a fresh filesystem of MIB at DIR; ext4 is
+# an image in $tmp on a direct-I/O loop device ($loopdev).
+mount_lower() {
+	local fs=$1 dir=$2 mib=$3
+	mkdir -p "$dir"
+	lower_mounts+=("$dir")
+	case $fs in
+	ext4)
+		truncate -s "${mib}M" "$tmp/ext4.img"
+		# No lazy init: a background inode-table writer would skew the first runs.
+		mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$tmp/ext4.img"
+		loopdev=$(losetup --find --show --direct-io=on "$tmp/ext4.img")
+		mount "$loopdev" "$dir"
+		;;
+	tmpfs)
+		mount -t tmpfs -o "size=${mib}M" tmpfs "$dir"
+		;;
+	esac
+}
+
+# run_tool OUT CMD...: CMD's standard output to OUT, its exit status returned. CMD
+# runs in a process group of its own (job control on for its start), so
+# that cleanup can end it with everything it forked (dbench's clients,
+# fio's jobs), wherever the script is stopped.
+run_tool() {
+	local out=$1 rc=0
+	shift
+	set -m
+	"$@" >"$out" &
+	tool_pid=$!
+	set +m
+	wait "$tool_pid" || rc=$?
+	tool_pid=
+	return "$rc"
+}
+
 build_passthrough_ll() {
 	local f
 	for f in passthrough_ll.c passthrough_helpers.h; do

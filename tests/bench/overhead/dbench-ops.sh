@@ -88,16 +88,7 @@ make_tmp dbench-ops
 build_passthrough_ll
 
 lower=$tmp/lower
-mkdir "$lower"
-lower_mounts+=("$lower")
-if [ "$fs" = ext4 ]; then
-	truncate -s "${IMG_MIB}M" "$tmp/ext4.img"
-	mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$tmp/ext4.img"
-	loopdev=$(losetup --find --show --direct-io=on "$tmp/ext4.img")
-	mount "$loopdev" "$lower"
-else
-	mount -t tmpfs -o "size=${IMG_MIB}M" tmpfs "$lower"
-fi
+mount_lower "$fs" "$lower" "$IMG_MIB"
 mkdir "$lower/pll" "$lower/sm"
 
 declare -A mnt_of=([pll]=$tmp/mnt-pll [sm]=$tmp/mnt-sm)
@@ -113,17 +104,14 @@ run() {
 		cmd=(perf stat -x "," -e task-clock -p "${pid_of[$name]}" -o "$tmp/cpu.$name"
 			-- perf record -q -a -e fuse:fuse_request_send -o "$tmp/perf.$name" -- "${cmd[@]}")
 	fi
-	set -m
-	"${cmd[@]}" >"$tmp/out.$name" 2>&1 &
-	tool_pid=$!
-	set +m
-	wait "$tool_pid" || rc=$?
-	tool_pid=
+	run_tool "$tmp/out.$name" "${cmd[@]}" || rc=$?
 	rm -rf "$dir"
 	[ "$rc" = 0 ] || { cat "$tmp/out.$name" >&2; echo "dbench-ops: dbench failed on $name" >&2; exit 1; }
 }
 
-ops_of() { awk '/^ [A-Z][A-Za-z]+ +[0-9]+ /{n += $2} END {print n + 0}' "$tmp/out.$1"; }
+# op_table NAME: "operation count ms" from dbench's closing table, sorted.
+op_table() { awk '/^ [A-Z][A-Za-z]+ +[0-9]+ /{print $1, $2, $3}' "$tmp/out.$1" | sort; }
+ops_of() { op_table "$1" | awk '{n += $2} END {print n + 0}'; }
 mbs_of() { grep -o 'Throughput [0-9.]*' "$tmp/out.$1" | awk '{print $2}'; }
 
 for ((r = 1; r <= rounds; r++)); do
@@ -136,8 +124,7 @@ done
 echo
 echo "dbench per-operation latency, last round ($fs lower, $CLIENTS clients, $seconds s)"
 printf '%-12s %10s %10s %10s %10s %7s\n' operation pll_count pll_ms sm_count sm_ms sm/pll
-join <(awk '/^ [A-Z][A-Za-z]+ +[0-9]+ /{print $1, $2, $3}' "$tmp/out.pll" | sort) \
-	<(awk '/^ [A-Z][A-Za-z]+ +[0-9]+ /{print $1, $2, $3}' "$tmp/out.sm" | sort) |
+join <(op_table pll) <(op_table sm) |
 	awk '{printf "%-12s %10d %10.3f %10d %10.3f %7s\n", $1, $2, $3, $4, $5,
 		($3 > 0 ? sprintf("%.2f", $5 / $3) : "-")}'
 

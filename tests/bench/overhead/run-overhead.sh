@@ -169,20 +169,7 @@ stop_daemon() {
 setup_lower() {
 	local fs=$1 root=$tmp/$1 size_mib=$((2 * fio_mib + 2048))
 	has seq && ((3 * mib + 1024 > size_mib)) && size_mib=$((3 * mib + 1024))
-	mkdir -p "$root"
-	case $fs in
-	ext4)
-		truncate -s "${size_mib}M" "$tmp/ext4.img"
-		# No lazy init: a background inode-table writer would skew the first runs.
-		mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$tmp/ext4.img"
-		loopdev=$(losetup --find --show --direct-io=on "$tmp/ext4.img")
-		mount "$loopdev" "$root"
-		;;
-	tmpfs)
-		mount -t tmpfs -o "size=${size_mib}M" tmpfs "$root"
-		;;
-	esac
-	lower_mounts+=("$root")
+	mount_lower "$fs" "$root" "$size_mib"
 	mkdir "$root/native" "$root/pll" "$root/sm"
 }
 
@@ -200,19 +187,12 @@ teardown_lower() {
 declare -A dir_of result
 targets=(native passthrough_ll slowmedia)
 
-# bench FS TARGET CMD...: runs one benchmark tool, names the target if it
-# fails. The tool runs in a process group of its own (job control on for
-# its start), so that cleanup can end it with everything it forked, wherever
-# the script is stopped.
+# bench FS TARGET CMD...: runs one benchmark tool (run_tool), names the
+# target if it fails.
 bench() {
 	local fs=$1 t=$2 rc=0
 	shift 2
-	set -m
-	"$@" >"$tmp/bench.out" &
-	tool_pid=$!
-	set +m
-	wait "$tool_pid" || rc=$?
-	tool_pid=
+	run_tool "$tmp/bench.out" "$@" || rc=$?
 	if [ "$rc" != 0 ]; then
 		echo "run-overhead: failed on $fs/$t (exit $rc): $*" >&2
 		exit 1
